@@ -1,0 +1,101 @@
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+use crate::binding::errors::to_napi;
+use crate::core::config::millis;
+use crate::core::lock::Status;
+use crate::core::Lock;
+
+/// A held lock as the native layer sees it; `index.js` wraps it in `Lock`.
+#[napi]
+pub struct NativeLock {
+    pub(crate) lock: Lock,
+}
+
+#[napi]
+impl NativeLock {
+    /// Identifies the lock in the client's `'lost'` events.
+    #[napi(getter)]
+    pub fn id(&self) -> f64 {
+        self.lock.id() as f64
+    }
+
+    /// The lock's first key, as given (without the client's `keyPrefix`).
+    #[napi(getter)]
+    pub fn key(&self) -> String {
+        self.lock.names().first().cloned().unwrap_or_default()
+    }
+
+    /// Every key this lock holds, as given (without the client's `keyPrefix`).
+    #[napi(getter)]
+    pub fn keys(&self) -> Vec<String> {
+        self.lock.names().to_vec()
+    }
+
+    /// The random value (UUID v4) stored under the key; it proves ownership on
+    /// release and renewal.
+    #[napi(getter)]
+    pub fn token(&self) -> String {
+        self.lock.token().to_string()
+    }
+
+    /// Milliseconds of validity left by the local monotonic clock (ttl − elapsed −
+    /// drift since the last successful renewal); 0 once released, lost or expired.
+    /// Synchronous: no Redis call.
+    #[napi(getter)]
+    pub fn remaining(&self) -> f64 {
+        self.lock.remaining().as_secs_f64() * 1000.0
+    }
+
+    /// True while the lock is held and within its validity.
+    #[napi(getter)]
+    pub fn held(&self) -> bool {
+        self.lock.is_held()
+    }
+
+    /// `'held'`, `'released'` or `'lost'`.
+    #[napi(getter)]
+    pub fn status(&self) -> &'static str {
+        match self.lock.status() {
+            Status::Held => "held",
+            Status::Released => "released",
+            Status::Lost => "lost",
+        }
+    }
+
+    /// The lease length in ms that renewals restore.
+    #[napi(getter)]
+    pub fn ttl(&self) -> f64 {
+        self.lock.ttl().as_millis() as f64
+    }
+
+    /// How many attempts the acquisition took.
+    #[napi(getter)]
+    pub fn attempts(&self) -> u32 {
+        self.lock.attempts()
+    }
+
+    /// Why the lock was lost (a JSON error payload), or null.
+    #[napi(getter)]
+    pub fn loss(&self) -> Option<String> {
+        self.lock.loss().map(|e| e.to_json())
+    }
+
+    /// Releases the lock (token-checked, on every node) after stopping its
+    /// watchdog. Resolves true if it was ours and is now gone, false if it had
+    /// already been released, lost or taken over.
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn release<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, bool>> {
+        let lock = self.lock.clone();
+        env.spawn_future(async move { lock.release().await.map_err(to_napi) })
+    }
+
+    /// Extends the lease to `ttl` ms from now with the same token; later renewals
+    /// keep that lease. Never recreates a key that is gone.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn extend<'env>(&self, env: &'env Env, ttl: f64) -> Result<PromiseRaw<'env, ()>> {
+        let ttl = millis("ttl", ttl, 1).map_err(to_napi)?;
+        let lock = self.lock.clone();
+        env.spawn_future(async move { lock.extend(ttl).await.map_err(to_napi) })
+    }
+}

@@ -1,0 +1,199 @@
+//! Options as JavaScript passes them. Numbers arrive as doubles and are checked
+//! by the core (`ERR_OUT_OF_RANGE` for NaN, fractions, negatives, too large).
+
+use std::time::Duration;
+
+use napi_derive::napi;
+
+use crate::core::config::{self, millis, whole_number, ClientConfig};
+use crate::core::stats::StatsSnapshot;
+use crate::core::{self as core, LockError};
+
+/// How a `LockClient` reaches Redis, and the defaults for its locks.
+#[napi(object, object_to_js = false)]
+#[derive(Default)]
+pub struct LockClientOptions {
+    /// Redis URL of a single node: `redis://[user:password@]host:port[/db]` or
+    /// `unix:///path/to/redis.sock`. The default value is `process.env.REDIS_URL`,
+    /// else `redis://127.0.0.1:6379`.
+    pub url: Option<String>,
+    /// URLs of independent Redis masters for Redlock (quorum = floor(N/2) + 1).
+    /// Overrides `url`.
+    pub nodes: Option<Vec<String>>,
+    /// Prepended to every lock key in Redis. The default value is `''`.
+    pub key_prefix: Option<String>,
+    /// How long to wait for a connection to a node, in ms. The default value is 2000.
+    pub connect_timeout: Option<f64>,
+    /// How long to wait for a reply to a command, in ms. The default value is 1000.
+    pub command_timeout: Option<f64>,
+    /// How long one node may take to answer an acquire or renewal, in ms. The
+    /// default value is `commandTimeout` for one node, and 5% of the TTL (at most
+    /// `commandTimeout`) with several nodes.
+    pub node_timeout: Option<f64>,
+    /// Clock drift allowance as a share of the TTL: validity = ttl − elapsed −
+    /// (ttl × driftFactor + 2 ms). The default value is 0.01.
+    pub drift_factor: Option<f64>,
+    /// Lease length in ms; the watchdog renews it every `ttl / 3`. The default value is 30000.
+    pub ttl: Option<f64>,
+    /// Retries after the first attempt while the lock is held by another owner
+    /// (`Infinity` or -1: no limit but `waitTimeout`). The default value is `Infinity`.
+    pub retry_count: Option<f64>,
+    /// Pause between attempts, in ms. The default value is 100.
+    pub retry_delay: Option<f64>,
+    /// Random extra pause of 0..retryJitter ms added to each `retryDelay`. The default value is 100.
+    pub retry_jitter: Option<f64>,
+    /// Longest total wait for a held lock, in ms. The default value is 10000.
+    pub wait_timeout: Option<f64>,
+    /// Longest time the watchdog keeps a lock alive, in ms; then the lock lapses
+    /// and its signal aborts. The default value is no limit.
+    pub max_hold: Option<f64>,
+    /// Renewal period in ms. The default value is `ttl / 3`.
+    pub renew_interval: Option<f64>,
+    /// Whether the native watchdog renews locks until released. The default value is `true`.
+    pub auto_renew: Option<bool>,
+}
+
+/// Settings of one acquisition; unset fields take the client's defaults.
+#[napi(object, object_to_js = false)]
+#[derive(Default)]
+pub struct AcquireOptions {
+    /// Lease length in ms (1 ..= 2147483647). The default value is the client's `ttl` (30000).
+    pub ttl: Option<f64>,
+    /// Retries after the first attempt while another owner holds the lock
+    /// (`Infinity` or -1: no limit but `waitTimeout`). The default value is `Infinity`.
+    pub retry_count: Option<f64>,
+    /// Pause between attempts, in ms. The default value is 100.
+    pub retry_delay: Option<f64>,
+    /// Random extra pause of 0..retryJitter ms per attempt. The default value is 100.
+    pub retry_jitter: Option<f64>,
+    /// Longest total wait in ms; then the acquire rejects with `ERR_LOCK_TIMEOUT`.
+    /// The default value is 10000.
+    pub wait_timeout: Option<f64>,
+    /// Longest time the watchdog keeps this lock alive, in ms; then it lapses and
+    /// `lock.signal` aborts with `ERR_LOCK_LOST`. The default value is no limit.
+    pub max_hold: Option<f64>,
+    /// Renewal period in ms. The default value is `ttl / 3`.
+    pub renew_interval: Option<f64>,
+    /// Whether the native watchdog renews this lock. The default value is `true`.
+    pub auto_renew: Option<bool>,
+}
+
+/// Counters of a client since it was created.
+#[napi(object)]
+pub struct LockStats {
+    /// Locks taken.
+    pub acquired: f64,
+    /// Attempts that found the lock held by another owner.
+    pub contended: f64,
+    /// Successful renewals and extensions.
+    pub renewed: f64,
+    /// Locks lost while held.
+    pub lost: f64,
+    /// Locks released by their holder.
+    pub released: f64,
+    /// Node failures seen (unreachable, timeout, error reply).
+    pub errors: f64,
+    /// Locks held right now.
+    pub held: f64,
+}
+
+impl From<StatsSnapshot> for LockStats {
+    fn from(s: StatsSnapshot) -> Self {
+        LockStats {
+            acquired: s.acquired as f64,
+            contended: s.contended as f64,
+            renewed: s.renewed as f64,
+            lost: s.lost as f64,
+            released: s.released as f64,
+            errors: s.errors as f64,
+            held: s.held as f64,
+        }
+    }
+}
+
+fn opt_millis(name: &str, v: Option<f64>, min: u64) -> Result<Option<Duration>, LockError> {
+    v.map(|v| millis(name, v, min)).transpose()
+}
+
+/// `Infinity` and -1 mean "no limit".
+fn retry_count(v: Option<f64>) -> Result<Option<Option<u32>>, LockError> {
+    match v {
+        None => Ok(None),
+        Some(v) if v == f64::INFINITY || v == -1.0 => Ok(Some(None)),
+        Some(v) => {
+            let n = whole_number("retryCount", v, 0)?;
+            Ok(Some(Some(u32::try_from(n).unwrap_or(u32::MAX))))
+        }
+    }
+}
+
+fn max_hold(v: Option<f64>) -> Result<Option<Option<Duration>>, LockError> {
+    match v {
+        None => Ok(None),
+        Some(v) if v == f64::INFINITY => Ok(Some(None)),
+        Some(v) => millis("maxHold", v, 1).map(|d| Some(Some(d))),
+    }
+}
+
+impl AcquireOptions {
+    pub fn to_core(&self) -> Result<core::AcquireOptions, LockError> {
+        let o = core::AcquireOptions {
+            ttl: opt_millis("ttl", self.ttl, 1)?,
+            retry_count: retry_count(self.retry_count)?,
+            retry_delay: opt_millis("retryDelay", self.retry_delay, 0)?,
+            retry_jitter: opt_millis("retryJitter", self.retry_jitter, 0)?,
+            wait_timeout: opt_millis("waitTimeout", self.wait_timeout, 0)?,
+            max_hold: max_hold(self.max_hold)?,
+            renew_interval: opt_millis("renewInterval", self.renew_interval, 1)?,
+            auto_renew: self.auto_renew,
+            min_validity: None,
+        };
+        o.validate()?;
+        Ok(o)
+    }
+}
+
+impl LockClientOptions {
+    pub fn to_core(&self) -> Result<ClientConfig, LockError> {
+        let mut cfg = ClientConfig::default();
+        if let Some(nodes) = &self.nodes {
+            cfg.nodes = nodes.clone();
+        } else if let Some(url) = &self.url {
+            cfg.nodes = vec![url.clone()];
+        } else if let Ok(url) = std::env::var("REDIS_URL") {
+            cfg.nodes = vec![url];
+        }
+        if let Some(prefix) = &self.key_prefix {
+            cfg.key_prefix = prefix.clone();
+        }
+        if let Some(t) = opt_millis("connectTimeout", self.connect_timeout, 1)? {
+            cfg.connect_timeout = t;
+        }
+        if let Some(t) = opt_millis("commandTimeout", self.command_timeout, 1)? {
+            cfg.command_timeout = t;
+        }
+        cfg.node_timeout = opt_millis("nodeTimeout", self.node_timeout, 1)?;
+        if let Some(d) = self.drift_factor {
+            cfg.drift_factor = d;
+        }
+        cfg.defaults = AcquireOptions {
+            ttl: self.ttl,
+            retry_count: self.retry_count,
+            retry_delay: self.retry_delay,
+            retry_jitter: self.retry_jitter,
+            wait_timeout: self.wait_timeout,
+            max_hold: self.max_hold,
+            renew_interval: self.renew_interval,
+            auto_renew: self.auto_renew,
+        }
+        .to_core()?;
+        if cfg.key_prefix.len() > config::MAX_KEY_BYTES {
+            return Err(LockError::out_of_range(
+                "keyPrefix",
+                "at most 65536 bytes long",
+                cfg.key_prefix.len(),
+            ));
+        }
+        Ok(cfg)
+    }
+}

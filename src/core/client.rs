@@ -1,0 +1,778 @@
+//! The lock algorithm, one code path for one node or many: every operation goes
+//! to all nodes in parallel and needs a quorum (floor(N/2) + 1; 1 of 1 for a
+//! single node), with validity = ttl − elapsed − drift measured from before the
+//! first request was sent.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use rand::Rng;
+use tokio_util::sync::CancellationToken;
+
+use crate::core::config::{lock_keys, AcquireOptions, AcquireSpec, ClientConfig};
+use crate::core::error::{ErrorCode, LockError, NodeAnswer, NodeReport, Result};
+use crate::core::lock::{LockState, NewLock, Status};
+use crate::core::node::{single_node_error, Node, Renewal};
+use crate::core::stats::{Stats, StatsSnapshot};
+use crate::core::watchdog::Watchdog;
+
+/// What the client reports as it happens, e.g. to raise JS events.
+#[non_exhaustive]
+pub enum Event<'a> {
+    /// A held lock was lost; `id` is [`Lock::id`].
+    Lost { id: u64, error: &'a LockError },
+    /// A node failed to answer (the operation may still have succeeded on a quorum).
+    NodeError {
+        node: &'a str,
+        answer: &'a NodeAnswer,
+    },
+}
+
+pub type EventHook = Arc<dyn Fn(Event<'_>) + Send + Sync>;
+
+pub struct Inner {
+    pub cfg: ClientConfig,
+    nodes: Vec<Node>,
+    closed: AtomicBool,
+    next_id: AtomicU64,
+    pub stats: Stats,
+    pub watchdog: Watchdog,
+    hook: Option<EventHook>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.watchdog.stop();
+    }
+}
+
+/// A lock client over one or more independent Redis masters. Cheap to clone.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+/// A checked acquisition, ready to send.
+pub struct Request {
+    names: Vec<String>,
+    spec: AcquireSpec,
+}
+
+/// How many nodes said what.
+#[derive(Default)]
+struct Tally {
+    ok: usize,
+    held: usize,
+    not_held: usize,
+    longest_pttl: Option<u64>,
+}
+
+fn tally(answers: &[NodeAnswer]) -> Tally {
+    let mut t = Tally::default();
+    for a in answers {
+        match a {
+            NodeAnswer::Ok => t.ok += 1,
+            NodeAnswer::Held { pttl_ms } => {
+                t.held += 1;
+                t.longest_pttl = t.longest_pttl.max(*pttl_ms);
+            }
+            NodeAnswer::NotHeld => t.not_held += 1,
+            _ => {}
+        }
+    }
+    t
+}
+
+impl Client {
+    /// Checks the configuration and parses every node URL; opens no connection.
+    pub fn new(cfg: ClientConfig, hook: Option<EventHook>) -> Result<Client> {
+        cfg.validate()?;
+        let mut nodes: Vec<Node> = Vec::with_capacity(cfg.nodes.len());
+        for url in &cfg.nodes {
+            let node = Node::open(url, cfg.connect_timeout, cfg.command_timeout)?;
+            if nodes.iter().any(|n| n.name == node.name) {
+                return Err(LockError::invalid_value(
+                    "nodes",
+                    &format!("lists {} twice; Redlock needs independent nodes", node.name),
+                ));
+            }
+            nodes.push(node);
+        }
+        Ok(Client {
+            inner: Arc::new(Inner {
+                cfg,
+                nodes,
+                closed: AtomicBool::new(false),
+                next_id: AtomicU64::new(1),
+                stats: Stats::default(),
+                watchdog: Watchdog::default(),
+                hook,
+            }),
+        })
+    }
+
+    pub fn config(&self) -> &ClientConfig {
+        &self.inner.cfg
+    }
+
+    pub fn node_names(&self) -> Vec<String> {
+        self.inner.nodes.iter().map(|n| n.name.clone()).collect()
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::Acquire)
+    }
+
+    pub fn stats(&self) -> StatsSnapshot {
+        self.inner.stats.snapshot()
+    }
+
+    /// Resolves options against the client's defaults, without I/O.
+    pub fn resolve(&self, opts: &AcquireOptions) -> Result<AcquireSpec> {
+        opts.or(&self.inner.cfg.defaults).resolve()
+    }
+
+    /// Takes the lock on `keys` (all of them, as one lock), waiting and retrying
+    /// on contention as `opts` allows. `cancel` aborts the wait.
+    pub async fn acquire(
+        &self,
+        keys: Vec<String>,
+        opts: &AcquireOptions,
+        cancel: CancellationToken,
+    ) -> Result<Lock> {
+        let request = self.prepare(keys, opts)?;
+        self.acquire_prepared(request, cancel).await
+    }
+
+    /// Checks keys and options without I/O, so bad input fails before anything is sent.
+    pub fn prepare(&self, keys: Vec<String>, opts: &AcquireOptions) -> Result<Request> {
+        if self.is_closed() {
+            return Err(LockError::closed());
+        }
+        Ok(Request {
+            names: lock_keys(keys)?,
+            spec: self.resolve(opts)?,
+        })
+    }
+
+    /// [`Client::acquire`] for a request [`Client::prepare`] has checked.
+    pub async fn acquire_prepared(
+        &self,
+        request: Request,
+        cancel: CancellationToken,
+    ) -> Result<Lock> {
+        self.inner
+            .acquire(request.names, request.spec, cancel)
+            .await
+    }
+
+    /// One attempt: the lock, or `None` when another owner holds it.
+    pub async fn try_acquire(
+        &self,
+        keys: Vec<String>,
+        opts: &AcquireOptions,
+    ) -> Result<Option<Lock>> {
+        let mut once = opts.clone();
+        once.retry_count = Some(Some(0));
+        match self.acquire(keys, &once, CancellationToken::new()).await {
+            Ok(lock) => Ok(Some(lock)),
+            Err(e) if e.code == ErrorCode::Taken => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Stops every watchdog, releases every held lock, then closes connections.
+    /// Later calls fail with `ERR_LOCK_CLOSED`.
+    pub async fn close(&self) {
+        let inner = &self.inner;
+        if inner.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        inner.watchdog.stop();
+        let held = inner.watchdog.drain();
+        join_all(held.iter().map(|s| inner.release_state(s))).await;
+        for node in &inner.nodes {
+            node.disconnect();
+        }
+    }
+}
+
+impl Inner {
+    fn emit(&self, event: Event<'_>) {
+        if let Some(hook) = &self.hook {
+            hook(event);
+        }
+    }
+
+    fn report_faults(&self, answers: &[NodeAnswer]) {
+        for (node, answer) in self.nodes.iter().zip(answers) {
+            if answer.is_fault() {
+                self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                self.emit(Event::NodeError {
+                    node: &node.name,
+                    answer,
+                });
+            }
+        }
+    }
+
+    fn reports(&self, answers: &[NodeAnswer]) -> Vec<NodeReport> {
+        self.nodes
+            .iter()
+            .zip(answers)
+            .map(|(n, a)| NodeReport {
+                node: n.name.clone(),
+                answer: a.clone(),
+            })
+            .collect()
+    }
+
+    fn quorum(&self) -> usize {
+        self.cfg.quorum()
+    }
+
+    fn ensure_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            Err(LockError::closed())
+        } else {
+            Ok(())
+        }
+    }
+
+    fn prefixed(&self, names: &[String]) -> Vec<String> {
+        names
+            .iter()
+            .map(|n| format!("{}{}", self.cfg.key_prefix, n))
+            .collect()
+    }
+
+    /// One parallel attempt on every node. Returns the answers and when it started.
+    async fn attempt(
+        &self,
+        keys: &[String],
+        token: &str,
+        ttl: Duration,
+    ) -> (Vec<NodeAnswer>, Instant) {
+        // Connect first (instant once connected), so that the validity clock,
+        // which starts before the first SET is sent, does not pay for a handshake.
+        let cons = join_all(self.nodes.iter().map(|n| n.connection())).await;
+        let timeout = self.cfg.node_timeout_for(ttl);
+        let ttl_ms = ttl.as_millis() as u64;
+        let started = Instant::now();
+        let answers = join_all(self.nodes.iter().zip(cons).map(|(node, con)| async move {
+            match con {
+                Ok(mut con) => node.acquire(&mut con, keys, token, ttl_ms, timeout).await,
+                Err(answer) => answer,
+            }
+        }))
+        .await;
+        (answers, started)
+    }
+
+    /// Token-checked release on every node that may hold our token (all but those
+    /// that answered "held by another", whose script provably wrote nothing).
+    async fn undo(&self, keys: &[String], token: &str, answers: &[NodeAnswer]) {
+        let timeout = self.cfg.command_timeout;
+        join_all(
+            self.nodes
+                .iter()
+                .zip(answers)
+                .filter(|(_, a)| !matches!(a, NodeAnswer::Held { .. }))
+                .map(|(n, _)| n.release(keys, token, timeout)),
+        )
+        .await;
+    }
+
+    async fn acquire(
+        self: &Arc<Self>,
+        names: Vec<String>,
+        spec: AcquireSpec,
+        cancel: CancellationToken,
+    ) -> Result<Lock> {
+        self.ensure_open()?;
+        let keys = self.prefixed(&names);
+        let key_label = names.join(", ");
+        let began = Instant::now();
+        let wait_until = began + spec.wait_timeout;
+        let drift = self.cfg.drift_for(spec.ttl);
+        let n = self.nodes.len();
+        let mut token = uuid::Uuid::new_v4().to_string();
+        let mut attempts: u32 = 0;
+        loop {
+            if cancel.is_cancelled() {
+                return Err(aborted(&key_label, attempts));
+            }
+            attempts += 1;
+            if attempts > 1 && n > 1 {
+                // Redlock: a fresh value per attempt. One node keeps its token, so an
+                // earlier attempt that landed without a reply still counts as ours.
+                token = uuid::Uuid::new_v4().to_string();
+            }
+            let (answers, started) = self.attempt(&keys, &token, spec.ttl).await;
+            self.report_faults(&answers);
+            let t = tally(&answers);
+            let elapsed = started.elapsed();
+            let validity = spec.ttl.saturating_sub(elapsed).saturating_sub(drift);
+            let won = t.ok >= self.quorum() && validity >= spec.min_validity;
+            if won && !cancel.is_cancelled() && self.ensure_open().is_ok() {
+                let state = Arc::new(LockState::new(NewLock {
+                    id: self.next_id.fetch_add(1, Ordering::Relaxed),
+                    names,
+                    keys,
+                    token,
+                    attempts,
+                    acquired_at: started,
+                    deadline: started + spec.ttl - drift,
+                    ttl: spec.ttl,
+                    renew_every: spec.renew_interval,
+                    hold_until: spec.max_hold.map(|h| started + h),
+                    auto_renew: spec.auto_renew,
+                }));
+                self.stats.acquired.fetch_add(1, Ordering::Relaxed);
+                self.stats.held.fetch_add(1, Ordering::Relaxed);
+                self.watchdog.start(self);
+                self.watchdog.watch(state.clone());
+                return Ok(Lock(Arc::new(LockHandle {
+                    state,
+                    inner: self.clone(),
+                })));
+            }
+            self.undo(&keys, &token, &answers).await;
+            if t.held > 0 {
+                self.stats.contended.fetch_add(1, Ordering::Relaxed);
+            }
+            self.ensure_open()?;
+            if cancel.is_cancelled() {
+                return Err(aborted(&key_label, attempts));
+            }
+            let contended = t.held > 0;
+            let failure = if contended {
+                let mut e = LockError::new(
+                    ErrorCode::Taken,
+                    match t.longest_pttl {
+                        Some(ms) => format!(
+                            "lock \"{key_label}\" is held by another owner for another {ms} ms ({attempts} attempt(s))"
+                        ),
+                        None => format!(
+                            "lock \"{key_label}\" is held by another owner ({attempts} attempt(s))"
+                        ),
+                    },
+                );
+                e.remaining_ms = t.longest_pttl;
+                e
+            } else if t.ok >= self.quorum() {
+                LockError::new(
+                    ErrorCode::Timeout,
+                    format!(
+                        "lock \"{key_label}\" was taken too late to be of use: {} ms of its {} ms ttl went by",
+                        elapsed.as_millis(),
+                        spec.ttl.as_millis()
+                    ),
+                )
+            } else if n == 1 {
+                single_node_error(&self.nodes[0].name, &answers[0])
+            } else {
+                let detail: Vec<String> = self
+                    .reports(&answers)
+                    .iter()
+                    .map(|r| format!("{} {}", r.node, r.answer))
+                    .collect();
+                LockError::new(
+                    ErrorCode::Quorum,
+                    format!(
+                        "lock \"{key_label}\": {} of {n} nodes agreed, {} needed ({})",
+                        t.ok,
+                        self.quorum(),
+                        detail.join("; ")
+                    ),
+                )
+            };
+            let failure = failure
+                .with_key(key_label.clone())
+                .with_attempts(attempts)
+                .with_nodes(self.reports(&answers));
+            // Only contention is worth waiting out; unreachable nodes fail fast.
+            let retries_left = spec.retry_count.is_none_or(|r| attempts <= r);
+            if !contended || !retries_left {
+                return Err(failure);
+            }
+            let now = Instant::now();
+            if now >= wait_until {
+                return Err(timed_out(failure, spec.wait_timeout));
+            }
+            let jitter_ms = spec.retry_jitter.as_millis() as u64;
+            let jitter = Duration::from_millis(rand::rng().random_range(0..=jitter_ms));
+            let mut pause = spec.retry_delay + jitter;
+            if let Some(ms) = t.longest_pttl {
+                // The holder's lease ends sooner than our pause: try right after it.
+                pause = pause.min(Duration::from_millis(ms + 1));
+            }
+            let pause = pause.min(wait_until - now);
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = cancel.cancelled() => return Err(aborted(&key_label, attempts)),
+            }
+        }
+    }
+
+    /// Sends a token-checked release everywhere; the lock has already ended locally.
+    async fn release_state(&self, state: &LockState) -> Result<bool> {
+        let timeout = self.cfg.command_timeout;
+        let answers = join_all(
+            self.nodes
+                .iter()
+                .map(|n| n.release(&state.keys, &state.token, timeout)),
+        )
+        .await;
+        self.report_faults(&answers);
+        let t = tally(&answers);
+        if t.ok >= self.quorum() {
+            return Ok(true);
+        }
+        if t.ok + t.not_held >= self.quorum() {
+            return Ok(false);
+        }
+        let label = state.names.join(", ");
+        let err = if self.nodes.len() == 1 {
+            single_node_error(&self.nodes[0].name, &answers[0])
+        } else {
+            LockError::new(
+                ErrorCode::Quorum,
+                format!("release of \"{label}\" reached too few nodes"),
+            )
+        };
+        let message = format!("{}; the lock expires by its TTL", err.message);
+        Err(LockError::new(err.code, message)
+            .with_key(label)
+            .with_nodes(self.reports(&answers)))
+    }
+
+    /// Ends a held lock as lost: notifies once, then releases it everywhere
+    /// (token-checked, so only what is still ours goes).
+    fn lose(self: &Arc<Self>, state: &Arc<LockState>, why: LockError) {
+        if !state.end_lost(why.clone()) {
+            return;
+        }
+        self.watchdog.unwatch(state.id);
+        self.stats.lost.fetch_add(1, Ordering::Relaxed);
+        self.stats.held.fetch_sub(1, Ordering::Relaxed);
+        self.emit(Event::Lost {
+            id: state.id,
+            error: &why,
+        });
+        let inner = self.clone();
+        let state = state.clone();
+        tokio::spawn(async move {
+            let _ = inner.release_state(&state).await;
+        });
+    }
+
+    pub fn lose_expired(self: &Arc<Self>, state: &Arc<LockState>) {
+        let label = state.names.join(", ");
+        let now = Instant::now();
+        let reason = if state.hold_until.is_some_and(|h| now >= h) {
+            "maxHold was reached, so the watchdog let it expire"
+        } else if state.auto_renew {
+            "its validity ran out before a renewal succeeded"
+        } else {
+            "its validity ran out (it is not renewed automatically)"
+        };
+        self.lose(state, lost(&label, reason));
+    }
+
+    /// Renews a batch of locks with one pipelined round trip per node.
+    pub async fn renew_batch(self: Arc<Self>, batch: Vec<Arc<LockState>>) {
+        let started = Instant::now();
+        let ttls: Vec<Duration> = batch
+            .iter()
+            .map(|s| {
+                let ttl = s.ttl();
+                // Never renew past maxHold: the key then expires when the hold ends.
+                match s.hold_until {
+                    Some(h) => ttl.min(h.saturating_duration_since(started)),
+                    None => ttl,
+                }
+            })
+            .collect();
+        let renewals: Vec<Renewal<'_>> = batch
+            .iter()
+            .zip(&ttls)
+            .map(|(s, ttl)| Renewal {
+                keys: &s.keys,
+                token: &s.token,
+                ttl_ms: (ttl.as_millis() as u64).max(1),
+            })
+            .collect();
+        let shortest = ttls.iter().min().copied().unwrap_or_default();
+        let timeout = self.cfg.node_timeout_for(shortest);
+        let per_node = join_all(
+            self.nodes
+                .iter()
+                .map(|n| n.extend_batch(&renewals, timeout)),
+        )
+        .await;
+        let mut faulted = vec![false; self.nodes.len()];
+        for (i, state) in batch.iter().enumerate() {
+            let answers: Vec<NodeAnswer> = per_node.iter().map(|a| a[i].clone()).collect();
+            for (j, a) in answers.iter().enumerate() {
+                faulted[j] |= a.is_fault();
+            }
+            let renewed = self.settle_renewal(state, &answers, started, ttls[i]);
+            self.watchdog.done(state.id, renewed);
+        }
+        // One event per failing node per batch, not one per lock.
+        for (j, node) in self.nodes.iter().enumerate() {
+            if faulted[j] {
+                if let Some(a) = per_node[j].iter().find(|a| a.is_fault()) {
+                    self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                    self.emit(Event::NodeError {
+                        node: &node.name,
+                        answer: a,
+                    });
+                }
+            }
+        }
+        self.watchdog.nudge();
+    }
+
+    /// Applies one renewal's answers to a lock; true when it was renewed.
+    fn settle_renewal(
+        self: &Arc<Self>,
+        state: &Arc<LockState>,
+        answers: &[NodeAnswer],
+        started: Instant,
+        ttl: Duration,
+    ) -> bool {
+        if state.status() != Status::Held {
+            return false;
+        }
+        let t = tally(answers);
+        let deadline = started + ttl.saturating_sub(self.cfg.drift_for(ttl));
+        if t.ok >= self.quorum() && deadline > Instant::now() {
+            state.set_deadline(deadline.max(state.deadline()));
+            self.stats.renewed.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        if t.not_held + t.held > self.nodes.len() - self.quorum() {
+            let label = state.names.join(", ");
+            self.lose(
+                state,
+                lost(
+                    &label,
+                    "its key was deleted or now holds another owner's token",
+                )
+                .with_nodes(self.reports(answers)),
+            );
+        }
+        false
+    }
+}
+
+fn lost(label: &str, reason: &str) -> LockError {
+    LockError::new(
+        ErrorCode::Lost,
+        format!("lock \"{label}\" was lost: {reason}"),
+    )
+    .with_key(label)
+}
+
+fn aborted(label: &str, attempts: u32) -> LockError {
+    LockError::new(
+        ErrorCode::Aborted,
+        format!("acquiring lock \"{label}\" was aborted"),
+    )
+    .with_key(label)
+    .with_attempts(attempts)
+}
+
+fn timed_out(last: LockError, wait: Duration) -> LockError {
+    let mut e = LockError::new(
+        ErrorCode::Timeout,
+        format!(
+            "waitTimeout of {} ms passed: {}",
+            wait.as_millis(),
+            last.message
+        ),
+    );
+    e.key = last.key;
+    e.attempts = last.attempts;
+    e.remaining_ms = last.remaining_ms;
+    e.nodes = last.nodes;
+    e
+}
+
+struct LockHandle {
+    state: Arc<LockState>,
+    inner: Arc<Inner>,
+}
+
+impl Drop for LockHandle {
+    /// A lock nobody can reach any more is never renewed again; its keys expire by TTL.
+    fn drop(&mut self) {
+        if self.state.end_released() {
+            self.inner.watchdog.unwatch(self.state.id);
+            self.inner.stats.held.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A held lock. Cheap to clone; when the last clone is dropped the watchdog
+/// stops renewing it.
+#[derive(Clone)]
+pub struct Lock(Arc<LockHandle>);
+
+/// The outcome of [`Lock::release`].
+#[derive(Debug, Clone)]
+pub struct Released {
+    /// True when a quorum of nodes deleted our keys; false when it was no longer ours.
+    pub released: bool,
+}
+
+impl Lock {
+    fn state(&self) -> &Arc<LockState> {
+        &self.0.state
+    }
+
+    pub fn id(&self) -> u64 {
+        self.state().id
+    }
+
+    /// The keys as the caller named them.
+    pub fn names(&self) -> &[String] {
+        &self.state().names
+    }
+
+    pub fn token(&self) -> &str {
+        &self.state().token
+    }
+
+    pub fn attempts(&self) -> u32 {
+        self.state().attempts
+    }
+
+    pub fn ttl(&self) -> Duration {
+        self.state().ttl()
+    }
+
+    pub fn remaining(&self) -> Duration {
+        self.state().remaining()
+    }
+
+    pub fn is_held(&self) -> bool {
+        self.state().is_held()
+    }
+
+    pub fn status(&self) -> Status {
+        self.state().status()
+    }
+
+    /// The monotonic instant the lock's validity ends (if not renewed).
+    pub fn deadline(&self) -> Instant {
+        self.state().deadline()
+    }
+
+    /// Why the lock was lost, if it was.
+    pub fn loss(&self) -> Option<LockError> {
+        self.state().loss()
+    }
+
+    /// Completes when the lock is released or lost.
+    pub async fn ended(&self) {
+        self.state().ended().await
+    }
+
+    /// Releases the lock everywhere. The watchdog stops first. `Ok(false)` when
+    /// it had already been released or lost, or no longer held our token.
+    pub async fn release(&self) -> Result<bool> {
+        let state = self.state();
+        let inner = &self.0.inner;
+        if !state.end_released() {
+            return Ok(false);
+        }
+        inner.watchdog.unwatch(state.id);
+        inner.stats.held.fetch_sub(1, Ordering::Relaxed);
+        let out = inner.release_state(state).await;
+        if let Ok(true) = out {
+            inner.stats.released.fetch_add(1, Ordering::Relaxed);
+        }
+        out
+    }
+
+    /// Extends the lease to `ttl` from now (same token) and makes `ttl` the
+    /// lease the watchdog keeps renewing. Never recreates a missing key.
+    pub async fn extend(&self, ttl: Duration) -> Result<()> {
+        let state = self.state();
+        let inner = &self.0.inner;
+        let label = state.names.join(", ");
+        inner.ensure_open()?;
+        match state.status() {
+            Status::Held => {}
+            Status::Released => return Err(lost(&label, "it was already released")),
+            Status::Lost => {
+                return Err(state.loss().unwrap_or_else(|| lost(&label, "it was lost")))
+            }
+        }
+        let started = Instant::now();
+        let renewal = [Renewal {
+            keys: &state.keys,
+            token: &state.token,
+            ttl_ms: ttl.as_millis() as u64,
+        }];
+        let timeout = inner.cfg.node_timeout_for(ttl);
+        let answers: Vec<NodeAnswer> = join_all(
+            inner
+                .nodes
+                .iter()
+                .map(|n| n.extend_batch(&renewal, timeout)),
+        )
+        .await
+        .into_iter()
+        .map(|mut a| a.remove(0))
+        .collect();
+        inner.report_faults(&answers);
+        let t = tally(&answers);
+        let deadline = started + ttl.saturating_sub(inner.cfg.drift_for(ttl));
+        if t.ok >= inner.quorum() && deadline > Instant::now() && state.status() == Status::Held {
+            let every = if state.renew_every() < ttl {
+                (ttl / 3).max(Duration::from_millis(1))
+            } else {
+                state.renew_every()
+            };
+            state.set_ttl(ttl, every.min(ttl / 3).max(Duration::from_millis(1)));
+            state.set_deadline(deadline);
+            inner.watchdog.reschedule(state.id);
+            inner.stats.renewed.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        if state.status() != Status::Held {
+            return Err(state
+                .loss()
+                .unwrap_or_else(|| lost(&label, "it was released")));
+        }
+        if t.not_held > inner.nodes.len() - inner.quorum() {
+            let why = lost(
+                &label,
+                "its key was deleted or now holds another owner's token",
+            )
+            .with_nodes(inner.reports(&answers));
+            inner.lose(state, why.clone());
+            return Err(why);
+        }
+        let err = if inner.nodes.len() == 1 {
+            single_node_error(&inner.nodes[0].name, &answers[0])
+        } else {
+            LockError::new(
+                ErrorCode::Quorum,
+                format!(
+                    "extend of \"{label}\": {} of {} nodes agreed, {} needed",
+                    t.ok,
+                    inner.nodes.len(),
+                    inner.quorum()
+                ),
+            )
+        };
+        Err(err.with_key(label).with_nodes(inner.reports(&answers)))
+    }
+}

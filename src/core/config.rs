@@ -1,0 +1,296 @@
+//! Validated settings with their defaults. Every default lives here, once.
+
+use std::time::Duration;
+
+use crate::core::error::{LockError, Result};
+
+/// Largest duration accepted anywhere, in ms (what a 32-bit signed timer can hold).
+pub const MAX_MS: u64 = 2_147_483_647;
+/// Longest accepted lock key, in UTF-8 bytes.
+pub const MAX_KEY_BYTES: usize = 64 * 1024;
+/// Most keys one lock may hold.
+pub const MAX_KEYS: usize = 1024;
+
+pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
+pub const DEFAULT_TTL: Duration = Duration::from_millis(30_000);
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(2_000);
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_millis(1_000);
+pub const DEFAULT_DRIFT_FACTOR: f64 = 0.01;
+pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(100);
+pub const DEFAULT_RETRY_JITTER: Duration = Duration::from_millis(100);
+pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_millis(10_000);
+/// Share of the TTL a Redlock node gets to answer an acquire or renewal.
+pub const NODE_TIMEOUT_SHARE: f64 = 0.05;
+
+/// How a client reaches Redis and the defaults its locks use.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ClientConfig {
+    /// One URL per independent Redis master; one URL is the single-node lock.
+    pub nodes: Vec<String>,
+    pub key_prefix: String,
+    pub connect_timeout: Duration,
+    pub command_timeout: Duration,
+    /// Per-node answer budget for acquire and renew; `None` = derived from the TTL.
+    pub node_timeout: Option<Duration>,
+    pub drift_factor: f64,
+    pub defaults: AcquireOptions,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            nodes: vec![DEFAULT_URL.to_string()],
+            key_prefix: String::new(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            command_timeout: DEFAULT_COMMAND_TIMEOUT,
+            node_timeout: None,
+            drift_factor: DEFAULT_DRIFT_FACTOR,
+            defaults: AcquireOptions::default(),
+        }
+    }
+}
+
+impl ClientConfig {
+    pub fn quorum(&self) -> usize {
+        self.nodes.len() / 2 + 1
+    }
+
+    /// How long one node may take to answer an acquire or renewal of a lock with `ttl`.
+    /// One node gets the whole command timeout; with several, a slow node must not
+    /// eat the validity the others give, so it gets a small share of the TTL.
+    pub fn node_timeout_for(&self, ttl: Duration) -> Duration {
+        if let Some(t) = self.node_timeout {
+            return t;
+        }
+        if self.nodes.len() == 1 {
+            return self.command_timeout;
+        }
+        ttl.mul_f64(NODE_TIMEOUT_SHARE)
+            .max(Duration::from_millis(1))
+            .min(self.command_timeout)
+    }
+
+    /// The clock-drift allowance for a lease of `ttl`: ttl × driftFactor + 2 ms.
+    pub fn drift_for(&self, ttl: Duration) -> Duration {
+        ttl.mul_f64(self.drift_factor) + Duration::from_millis(2)
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if self.nodes.is_empty() {
+            return Err(LockError::invalid_value(
+                "nodes",
+                "must list at least one Redis URL",
+            ));
+        }
+        if !(0.0..0.5).contains(&self.drift_factor) || !self.drift_factor.is_finite() {
+            return Err(LockError::out_of_range(
+                "driftFactor",
+                ">= 0 and < 0.5",
+                self.drift_factor,
+            ));
+        }
+        self.defaults.validate()
+    }
+}
+
+/// Per-acquisition settings. `None` everywhere means "the client's default".
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct AcquireOptions {
+    pub ttl: Option<Duration>,
+    /// Retries after the first attempt; `None` = no limit but `wait_timeout`.
+    pub retry_count: Option<Option<u32>>,
+    pub retry_delay: Option<Duration>,
+    pub retry_jitter: Option<Duration>,
+    pub wait_timeout: Option<Duration>,
+    /// Longest total time the watchdog keeps the lock alive; `None` = no cap.
+    pub max_hold: Option<Option<Duration>>,
+    /// Renew every this often; `None` = ttl / 3.
+    pub renew_interval: Option<Duration>,
+    /// Whether the native watchdog renews the lock (default true).
+    pub auto_renew: Option<bool>,
+    /// Smallest validity an acquisition may come back with.
+    pub min_validity: Option<Duration>,
+}
+
+/// [`AcquireOptions`] with every default filled in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AcquireSpec {
+    pub ttl: Duration,
+    pub retry_count: Option<u32>,
+    pub retry_delay: Duration,
+    pub retry_jitter: Duration,
+    pub wait_timeout: Duration,
+    pub max_hold: Option<Duration>,
+    pub renew_interval: Duration,
+    pub auto_renew: bool,
+    pub min_validity: Duration,
+}
+
+impl AcquireOptions {
+    /// Fills unset fields from `base`.
+    pub fn or(&self, base: &AcquireOptions) -> AcquireOptions {
+        AcquireOptions {
+            ttl: self.ttl.or(base.ttl),
+            retry_count: self.retry_count.or(base.retry_count),
+            retry_delay: self.retry_delay.or(base.retry_delay),
+            retry_jitter: self.retry_jitter.or(base.retry_jitter),
+            wait_timeout: self.wait_timeout.or(base.wait_timeout),
+            max_hold: self.max_hold.or(base.max_hold),
+            renew_interval: self.renew_interval.or(base.renew_interval),
+            auto_renew: self.auto_renew.or(base.auto_renew),
+            min_validity: self.min_validity.or(base.min_validity),
+        }
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        self.resolve().map(|_| ())
+    }
+
+    pub fn resolve(&self) -> Result<AcquireSpec> {
+        let ttl = self.ttl.unwrap_or(DEFAULT_TTL);
+        let renew_interval = self.renew_interval.unwrap_or(ttl / 3);
+        if renew_interval >= ttl {
+            return Err(LockError::out_of_range(
+                "renewInterval",
+                "shorter than ttl",
+                renew_interval.as_millis(),
+            ));
+        }
+        if let Some(Some(hold)) = self.max_hold {
+            if hold.is_zero() {
+                return Err(LockError::out_of_range("maxHold", ">= 1", 0));
+            }
+        }
+        Ok(AcquireSpec {
+            ttl,
+            retry_count: self.retry_count.unwrap_or(None),
+            retry_delay: self.retry_delay.unwrap_or(DEFAULT_RETRY_DELAY),
+            retry_jitter: self.retry_jitter.unwrap_or(DEFAULT_RETRY_JITTER),
+            wait_timeout: self.wait_timeout.unwrap_or(DEFAULT_WAIT_TIMEOUT),
+            max_hold: self.max_hold.unwrap_or(None),
+            renew_interval: renew_interval.max(Duration::from_millis(1)),
+            auto_renew: self.auto_renew.unwrap_or(true),
+            min_validity: self.min_validity.unwrap_or(Duration::from_millis(1)),
+        })
+    }
+}
+
+/// Checks a JS number meant as a whole count of ms (or a count) in `[min, MAX_MS]`.
+pub fn whole_number(name: &str, value: f64, min: u64) -> Result<u64> {
+    let expected = || format!("an integer >= {min} and <= {MAX_MS}");
+    if !value.is_finite() || value.fract() != 0.0 || value < min as f64 || value > MAX_MS as f64 {
+        return Err(LockError::out_of_range(name, &expected(), value));
+    }
+    Ok(value as u64)
+}
+
+/// [`whole_number`] as a [`Duration`] in ms.
+pub fn millis(name: &str, value: f64, min: u64) -> Result<Duration> {
+    whole_number(name, value, min).map(Duration::from_millis)
+}
+
+/// Checks and de-duplicates the keys of one lock, keeping their order.
+pub fn lock_keys(keys: Vec<String>) -> Result<Vec<String>> {
+    if keys.is_empty() {
+        return Err(LockError::invalid_value("key", "must not be an empty list"));
+    }
+    if keys.len() > MAX_KEYS {
+        return Err(LockError::out_of_range(
+            "key",
+            &format!("a list of at most {MAX_KEYS} keys"),
+            keys.len(),
+        ));
+    }
+    let mut out: Vec<String> = Vec::with_capacity(keys.len());
+    for key in keys {
+        if key.is_empty() {
+            return Err(LockError::invalid_value(
+                "key",
+                "must be a non-empty string",
+            ));
+        }
+        if key.len() > MAX_KEY_BYTES {
+            return Err(LockError::out_of_range(
+                "key",
+                &format!("at most {MAX_KEY_BYTES} bytes long"),
+                format!("{} bytes", key.len()),
+            ));
+        }
+        if !out.contains(&key) {
+            out.push(key);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::error::ErrorCode;
+
+    #[test]
+    fn whole_number_rejects_bad_values() {
+        for bad in [f64::NAN, f64::INFINITY, -1.0, 0.0, 1.5, 2_147_483_648.0] {
+            let err = whole_number("ttl", bad, 1).expect_err("must reject");
+            assert_eq!(err.code, ErrorCode::OutOfRange, "{bad}");
+        }
+        assert_eq!(whole_number("ttl", 1.0, 1).ok(), Some(1));
+        assert_eq!(whole_number("retryCount", 0.0, 0).ok(), Some(0));
+    }
+
+    #[test]
+    fn defaults_resolve() {
+        let spec = AcquireOptions::default()
+            .resolve()
+            .expect("defaults are valid");
+        assert_eq!(spec.ttl, DEFAULT_TTL);
+        assert_eq!(spec.renew_interval, DEFAULT_TTL / 3);
+        assert!(spec.auto_renew);
+        assert_eq!(spec.retry_count, None);
+    }
+
+    #[test]
+    fn renew_interval_must_be_below_ttl() {
+        let opts = AcquireOptions {
+            ttl: Some(Duration::from_millis(100)),
+            renew_interval: Some(Duration::from_millis(100)),
+            ..Default::default()
+        };
+        assert_eq!(
+            opts.resolve().expect_err("rejected").code,
+            ErrorCode::OutOfRange
+        );
+    }
+
+    #[test]
+    fn keys_are_checked_and_deduplicated() {
+        assert_eq!(
+            lock_keys(vec!["a".into(), "b".into(), "a".into()]).ok(),
+            Some(vec!["a".to_string(), "b".to_string()])
+        );
+        assert!(lock_keys(vec![]).is_err());
+        assert!(lock_keys(vec![String::new()]).is_err());
+        assert!(lock_keys(vec!["x".repeat(MAX_KEY_BYTES + 1)]).is_err());
+    }
+
+    #[test]
+    fn node_timeout_is_a_share_of_ttl_with_several_nodes() {
+        let mut cfg = ClientConfig::default();
+        assert_eq!(
+            cfg.node_timeout_for(Duration::from_secs(10)),
+            DEFAULT_COMMAND_TIMEOUT
+        );
+        cfg.nodes = vec!["redis://a".into(), "redis://b".into(), "redis://c".into()];
+        assert_eq!(cfg.quorum(), 2);
+        assert_eq!(
+            cfg.node_timeout_for(Duration::from_secs(10)),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            cfg.drift_for(Duration::from_secs(10)),
+            Duration::from_millis(102)
+        );
+    }
+}

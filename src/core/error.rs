@@ -1,0 +1,223 @@
+//! One error type for every failure, each with a stable code that JS sees as `err.code`.
+
+use std::fmt;
+
+/// The stable codes a caller can match on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// Still held by another owner after every allowed attempt.
+    Taken,
+    /// `waitTimeout` passed before the lock could be taken.
+    Timeout,
+    /// The lock was lost while held (key gone, foreign, or validity ran out).
+    Lost,
+    /// The caller cancelled the operation.
+    Aborted,
+    /// A Redis node could not be reached.
+    Connection,
+    /// A Redis node answered with an error reply.
+    Redis,
+    /// Too few nodes answered to decide (Redlock).
+    Quorum,
+    /// The client was closed.
+    Closed,
+    /// An argument has the right type but a value that cannot be used.
+    InvalidArgValue,
+    /// A number outside its allowed range (or not an integer).
+    OutOfRange,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::Taken => "ERR_LOCK_TAKEN",
+            ErrorCode::Timeout => "ERR_LOCK_TIMEOUT",
+            ErrorCode::Lost => "ERR_LOCK_LOST",
+            ErrorCode::Aborted => "ERR_LOCK_ABORTED",
+            ErrorCode::Connection => "ERR_LOCK_CONNECTION",
+            ErrorCode::Redis => "ERR_LOCK_REDIS",
+            ErrorCode::Quorum => "ERR_LOCK_QUORUM",
+            ErrorCode::Closed => "ERR_LOCK_CLOSED",
+            ErrorCode::InvalidArgValue => "ERR_INVALID_ARG_VALUE",
+            ErrorCode::OutOfRange => "ERR_OUT_OF_RANGE",
+        }
+    }
+}
+
+impl AsRef<str> for ErrorCode {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+/// What one node answered during an operation.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum NodeAnswer {
+    /// The operation succeeded on this node.
+    Ok,
+    /// Another owner holds the key; `pttl_ms` is its remaining TTL when known.
+    Held { pttl_ms: Option<u64> },
+    /// The key no longer holds our token on this node.
+    NotHeld,
+    /// The node did not answer within its timeout.
+    Timeout,
+    /// The node could not be reached.
+    Unreachable(String),
+    /// The node answered with an error reply.
+    ErrorReply(String),
+}
+
+impl NodeAnswer {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            NodeAnswer::Ok => "ok",
+            NodeAnswer::Held { .. } => "held",
+            NodeAnswer::NotHeld => "not-held",
+            NodeAnswer::Timeout => "timeout",
+            NodeAnswer::Unreachable(_) => "unreachable",
+            NodeAnswer::ErrorReply(_) => "error",
+        }
+    }
+
+    /// True when the node gave no usable answer (a fault rather than a verdict).
+    pub fn is_fault(&self) -> bool {
+        matches!(
+            self,
+            NodeAnswer::Timeout | NodeAnswer::Unreachable(_) | NodeAnswer::ErrorReply(_)
+        )
+    }
+}
+
+impl fmt::Display for NodeAnswer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeAnswer::Ok => f.write_str("ok"),
+            NodeAnswer::Held { pttl_ms: Some(ms) } => write!(f, "held by another for {ms} ms"),
+            NodeAnswer::Held { pttl_ms: None } => f.write_str("held by another"),
+            NodeAnswer::NotHeld => f.write_str("not held by us"),
+            NodeAnswer::Timeout => f.write_str("timed out"),
+            NodeAnswer::Unreachable(m) => write!(f, "unreachable: {m}"),
+            NodeAnswer::ErrorReply(m) => write!(f, "error reply: {m}"),
+        }
+    }
+}
+
+/// One node's answer, named by `host:port` (never with credentials).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeReport {
+    pub node: String,
+    pub answer: NodeAnswer,
+}
+
+/// A lockdog failure: a stable [`ErrorCode`], a message, and what is known about it.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct LockError {
+    pub code: ErrorCode,
+    pub message: String,
+    /// The lock key (without the client's prefix) the error is about, when there is one.
+    pub key: Option<String>,
+    /// Acquisition attempts made before this error.
+    pub attempts: u32,
+    /// How long the lock stays held by its current owner, when known.
+    pub remaining_ms: Option<u64>,
+    /// What each node answered in the last attempt.
+    pub nodes: Vec<NodeReport>,
+}
+
+impl LockError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        LockError {
+            code,
+            message: message.into(),
+            key: None,
+            attempts: 0,
+            remaining_ms: None,
+            nodes: Vec::new(),
+        }
+    }
+
+    pub fn closed() -> Self {
+        Self::new(ErrorCode::Closed, "the lock client is closed")
+    }
+
+    pub fn out_of_range(name: &str, expected: &str, got: impl fmt::Display) -> Self {
+        Self::new(
+            ErrorCode::OutOfRange,
+            format!(
+                "The value of \"{name}\" is out of range. It must be {expected}. Received {got}"
+            ),
+        )
+    }
+
+    pub fn invalid_value(name: &str, reason: &str) -> Self {
+        Self::new(
+            ErrorCode::InvalidArgValue,
+            format!("The argument '{name}' {reason}"),
+        )
+    }
+
+    pub fn with_key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
+    pub fn with_attempts(mut self, attempts: u32) -> Self {
+        self.attempts = attempts;
+        self
+    }
+
+    pub fn with_nodes(mut self, nodes: Vec<NodeReport>) -> Self {
+        self.nodes = nodes;
+        self
+    }
+
+    /// A JSON form of the error (code, message and detail) for the JS layer.
+    pub fn to_json(&self) -> String {
+        let nodes: Vec<serde_json::Value> = self
+            .nodes
+            .iter()
+            .map(|n| {
+                serde_json::json!({
+                    "node": n.node,
+                    "answer": n.answer.kind(),
+                    "detail": n.answer.to_string(),
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "code": self.code.as_str(),
+            "message": self.message,
+            "key": self.key,
+            "attempts": self.attempts,
+            "remainingMs": self.remaining_ms,
+            "nodes": nodes,
+        })
+        .to_string()
+    }
+}
+
+pub type Result<T, E = LockError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_carries_code_and_nodes() {
+        let err = LockError::new(ErrorCode::Quorum, "no quorum")
+            .with_key("k")
+            .with_attempts(2)
+            .with_nodes(vec![NodeReport {
+                node: "127.0.0.1:7001".into(),
+                answer: NodeAnswer::Timeout,
+            }]);
+        let v: serde_json::Value = serde_json::from_str(&err.to_json()).expect("valid json");
+        assert_eq!(v["code"], "ERR_LOCK_QUORUM");
+        assert_eq!(v["attempts"], 2);
+        assert_eq!(v["nodes"][0]["answer"], "timeout");
+        assert_eq!(v["key"], "k");
+    }
+}

@@ -1,0 +1,218 @@
+//! The shared state of one held lock: token, keys and its local validity deadline
+//! on the monotonic clock. Read without locks from any thread (e.g. `lock.remaining`).
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::core::error::LockError;
+
+static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+fn to_ns(at: Instant) -> u64 {
+    u64::try_from(at.saturating_duration_since(*EPOCH).as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn from_ns(ns: u64) -> Instant {
+    *EPOCH + Duration::from_nanos(ns)
+}
+
+const HELD: u8 = 0;
+const RELEASED: u8 = 1;
+const LOST: u8 = 2;
+
+/// Where a lock is in its life. Only `Held` can change, and only once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Held,
+    Released,
+    Lost,
+}
+
+pub struct LockState {
+    pub id: u64,
+    /// The keys as the caller named them (without the client's prefix).
+    pub names: Vec<String>,
+    /// The keys as stored in Redis.
+    pub keys: Vec<String>,
+    pub token: String,
+    pub attempts: u32,
+    pub acquired_at: Instant,
+    /// The watchdog stops renewing at this instant (`maxHold`).
+    pub hold_until: Option<Instant>,
+    pub auto_renew: bool,
+    ttl_ms: AtomicU64,
+    renew_every_ms: AtomicU64,
+    deadline_ns: AtomicU64,
+    status: AtomicU8,
+    ended: CancellationToken,
+    loss: Mutex<Option<LockError>>,
+}
+
+/// What [`LockState::new`] needs.
+pub struct NewLock {
+    pub id: u64,
+    pub names: Vec<String>,
+    pub keys: Vec<String>,
+    pub token: String,
+    pub attempts: u32,
+    pub acquired_at: Instant,
+    pub deadline: Instant,
+    pub ttl: Duration,
+    pub renew_every: Duration,
+    pub hold_until: Option<Instant>,
+    pub auto_renew: bool,
+}
+
+impl LockState {
+    pub fn new(n: NewLock) -> Self {
+        LockState {
+            id: n.id,
+            names: n.names,
+            keys: n.keys,
+            token: n.token,
+            attempts: n.attempts,
+            acquired_at: n.acquired_at,
+            hold_until: n.hold_until,
+            auto_renew: n.auto_renew,
+            ttl_ms: AtomicU64::new(n.ttl.as_millis() as u64),
+            renew_every_ms: AtomicU64::new(n.renew_every.as_millis() as u64),
+            deadline_ns: AtomicU64::new(to_ns(n.deadline)),
+            status: AtomicU8::new(HELD),
+            ended: CancellationToken::new(),
+            loss: Mutex::new(None),
+        }
+    }
+
+    pub fn status(&self) -> Status {
+        match self.status.load(Ordering::Acquire) {
+            HELD => Status::Held,
+            RELEASED => Status::Released,
+            _ => Status::Lost,
+        }
+    }
+
+    /// Held and still inside its validity, by the local monotonic clock.
+    pub fn is_held(&self) -> bool {
+        self.status() == Status::Held && Instant::now() < self.deadline()
+    }
+
+    pub fn deadline(&self) -> Instant {
+        from_ns(self.deadline_ns.load(Ordering::Acquire))
+    }
+
+    pub fn set_deadline(&self, at: Instant) {
+        self.deadline_ns.store(to_ns(at), Ordering::Release);
+    }
+
+    /// Validity left (zero once released, lost or expired).
+    pub fn remaining(&self) -> Duration {
+        if self.status() != Status::Held {
+            return Duration::ZERO;
+        }
+        self.deadline().saturating_duration_since(Instant::now())
+    }
+
+    pub fn ttl(&self) -> Duration {
+        Duration::from_millis(self.ttl_ms.load(Ordering::Relaxed))
+    }
+
+    pub fn renew_every(&self) -> Duration {
+        Duration::from_millis(self.renew_every_ms.load(Ordering::Relaxed))
+    }
+
+    /// A manual extend changes the lease length the watchdog keeps renewing.
+    pub fn set_ttl(&self, ttl: Duration, renew_every: Duration) {
+        self.ttl_ms.store(ttl.as_millis() as u64, Ordering::Relaxed);
+        self.renew_every_ms
+            .store(renew_every.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// Whether the watchdog may still renew at `now` (auto-renew on, `maxHold` not reached).
+    pub fn renewable(&self, now: Instant) -> bool {
+        self.auto_renew && self.hold_until.is_none_or(|h| now < h)
+    }
+
+    /// Moves from `Held` to `Released`; false if it had already ended.
+    pub fn end_released(&self) -> bool {
+        self.end(RELEASED)
+    }
+
+    /// Moves from `Held` to `Lost`, keeping why; false if it had already ended.
+    pub fn end_lost(&self, why: LockError) -> bool {
+        if let Ok(mut slot) = self.loss.lock() {
+            if slot.is_none() && self.status() == Status::Held {
+                *slot = Some(why);
+            }
+        }
+        self.end(LOST)
+    }
+
+    fn end(&self, to: u8) -> bool {
+        let won = self
+            .status
+            .compare_exchange(HELD, to, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if won {
+            self.ended.cancel();
+        }
+        won
+    }
+
+    /// Why the lock was lost, once it was.
+    pub fn loss(&self) -> Option<LockError> {
+        if self.status() != Status::Lost {
+            return None;
+        }
+        self.loss.lock().ok().and_then(|l| l.clone())
+    }
+
+    /// Completes when the lock is released or lost.
+    pub async fn ended(&self) {
+        self.ended.cancelled().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::error::ErrorCode;
+
+    fn state(valid_for: Duration) -> LockState {
+        let now = Instant::now();
+        LockState::new(NewLock {
+            id: 1,
+            names: vec!["k".into()],
+            keys: vec!["k".into()],
+            token: "t".into(),
+            attempts: 1,
+            acquired_at: now,
+            deadline: now + valid_for,
+            ttl: Duration::from_secs(1),
+            renew_every: Duration::from_millis(333),
+            hold_until: None,
+            auto_renew: true,
+        })
+    }
+
+    #[test]
+    fn a_lock_ends_once() {
+        let s = state(Duration::from_secs(1));
+        assert!(s.is_held());
+        assert!(s.end_lost(LockError::new(ErrorCode::Lost, "gone")));
+        assert!(!s.end_released(), "a lost lock cannot be released after");
+        assert_eq!(s.status(), Status::Lost);
+        assert_eq!(s.loss().map(|e| e.code), Some(ErrorCode::Lost));
+        assert_eq!(s.remaining(), Duration::ZERO);
+    }
+
+    #[test]
+    fn validity_is_local_and_monotonic() {
+        let s = state(Duration::from_millis(0));
+        assert!(!s.is_held(), "past its deadline a lock is not held");
+        let s = state(Duration::from_secs(5));
+        assert!(s.remaining() > Duration::from_secs(4));
+    }
+}

@@ -1,0 +1,14 @@
+//! The lock itself, free of napi: pure Rust on tokio and the redis crate.
+
+pub mod client;
+pub mod config;
+pub mod error;
+pub mod lock;
+pub mod node;
+pub mod scripts;
+pub mod stats;
+pub mod watchdog;
+
+pub use client::{Client, Event, EventHook, Lock};
+pub use config::{AcquireOptions, ClientConfig};
+pub use error::{ErrorCode, LockError, NodeAnswer, NodeReport};

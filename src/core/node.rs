@@ -1,0 +1,256 @@
+//! One Redis master: its shared, auto-reconnecting connection and the lock
+//! operations on it, each bounded by a timeout and reduced to a [`NodeAnswer`].
+
+use std::sync::RwLock;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, ConnectionAddr, RedisError, Value};
+
+use crate::core::error::{ErrorCode, LockError, NodeAnswer, Result};
+use crate::core::scripts;
+
+/// A Redis node and its lazily opened, shared connection.
+pub struct Node {
+    /// `host:port` (or the socket path): safe to print, never carries credentials.
+    pub name: String,
+    client: Client,
+    config: ConnectionManagerConfig,
+    connect_timeout: Duration,
+    current: RwLock<Option<ConnectionManager>>,
+    connecting: tokio::sync::Mutex<()>,
+}
+
+/// What one node needs for a renewal inside a batch.
+pub struct Renewal<'a> {
+    pub keys: &'a [String],
+    pub token: &'a str,
+    pub ttl_ms: u64,
+}
+
+impl Node {
+    /// Parses `url` (no I/O). A malformed URL or an unsupported scheme is an
+    /// `ERR_INVALID_ARG_VALUE` that never echoes a password.
+    pub fn open(url: &str, connect_timeout: Duration, command_timeout: Duration) -> Result<Node> {
+        let scheme_ok = ["redis://", "rediss://", "unix://", "redis+unix://"]
+            .iter()
+            .any(|s| url.starts_with(s));
+        if !scheme_ok {
+            return Err(LockError::invalid_value(
+                "url",
+                "must start with redis://, rediss:// or unix://",
+            ));
+        }
+        let client = Client::open(url).map_err(|e| {
+            let reason = if url.starts_with("rediss://") {
+                "uses TLS (rediss://), which this build does not support".to_string()
+            } else {
+                format!("is not a valid Redis URL ({})", e.category())
+            };
+            LockError::invalid_value("url", &reason)
+        })?;
+        let name = match client.get_connection_info().addr() {
+            ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+                format!("{host}:{port}")
+            }
+            ConnectionAddr::Unix(path) => path.display().to_string(),
+            _ => "redis".to_string(),
+        };
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(connect_timeout))
+            .set_response_timeout(Some(command_timeout))
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(20))
+            .set_max_delay(Duration::from_millis(200));
+        Ok(Node {
+            name,
+            client,
+            config,
+            connect_timeout,
+            current: RwLock::new(None),
+            connecting: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    fn cached(&self) -> Option<ConnectionManager> {
+        self.current.read().ok().and_then(|c| c.clone())
+    }
+
+    /// The shared connection, opened on first use within the connect timeout.
+    pub async fn connection(&self) -> Result<ConnectionManager, NodeAnswer> {
+        if let Some(con) = self.cached() {
+            return Ok(con);
+        }
+        let _one_at_a_time = self.connecting.lock().await;
+        if let Some(con) = self.cached() {
+            return Ok(con);
+        }
+        let open = ConnectionManager::new_with_config(self.client.clone(), self.config.clone());
+        let con = match tokio::time::timeout(self.connect_timeout, open).await {
+            Ok(Ok(con)) => con,
+            Ok(Err(e)) => return Err(fault(&e)),
+            Err(_) => {
+                return Err(NodeAnswer::Unreachable(format!(
+                    "no connection within {} ms",
+                    self.connect_timeout.as_millis()
+                )))
+            }
+        };
+        if let Ok(mut slot) = self.current.write() {
+            *slot = Some(con.clone());
+        }
+        Ok(con)
+    }
+
+    /// Drops the shared connection; its socket closes once in-flight calls finish.
+    pub fn disconnect(&self) {
+        if let Ok(mut slot) = self.current.write() {
+            *slot = None;
+        }
+    }
+
+    pub async fn acquire(
+        &self,
+        con: &mut ConnectionManager,
+        keys: &[String],
+        token: &str,
+        ttl_ms: u64,
+        timeout: Duration,
+    ) -> NodeAnswer {
+        let mut invocation = scripts::ACQUIRE.key(keys);
+        invocation.arg(token).arg(ttl_ms);
+        let call = invocation.invoke_async::<Vec<i64>>(con);
+        match bounded(timeout, call).await {
+            Ok(reply) => match reply.as_slice() {
+                [1, ..] => NodeAnswer::Ok,
+                [0, pttl, ..] => NodeAnswer::Held {
+                    pttl_ms: u64::try_from(*pttl).ok(),
+                },
+                _ => NodeAnswer::ErrorReply(format!("unexpected acquire reply {reply:?}")),
+            },
+            Err(answer) => answer,
+        }
+    }
+
+    pub async fn release(&self, keys: &[String], token: &str, timeout: Duration) -> NodeAnswer {
+        let mut con = match self.connection().await {
+            Ok(con) => con,
+            Err(answer) => return answer,
+        };
+        let mut invocation = scripts::RELEASE.key(keys);
+        invocation.arg(token);
+        let call = invocation.invoke_async::<i64>(&mut con);
+        match bounded(timeout, call).await {
+            Ok(n) if n == keys.len() as i64 => NodeAnswer::Ok,
+            Ok(_) => NodeAnswer::NotHeld,
+            Err(answer) => answer,
+        }
+    }
+
+    /// Renews many locks in one pipelined round trip; one answer per renewal.
+    pub async fn extend_batch(&self, batch: &[Renewal<'_>], timeout: Duration) -> Vec<NodeAnswer> {
+        let mut con = match self.connection().await {
+            Ok(con) => con,
+            Err(answer) => return vec![answer; batch.len()],
+        };
+        let hash = scripts::EXTEND.get_hash();
+        let mut answers = self.extend_pipeline(&mut con, batch, hash, timeout).await;
+        if answers.iter().any(is_noscript) {
+            // The node lost its script cache (SCRIPT FLUSH or a restart): nothing ran
+            // for those entries, so loading the script and sending them again is safe.
+            let mut load = redis::cmd("SCRIPT");
+            load.arg("LOAD").arg(include_str!("../scripts/extend.lua"));
+            let load = load.query_async::<String>(&mut con);
+            if let Err(answer) = bounded(timeout, load).await {
+                return vec![answer; batch.len()];
+            }
+            answers = self.extend_pipeline(&mut con, batch, hash, timeout).await;
+        }
+        answers
+    }
+
+    async fn extend_pipeline(
+        &self,
+        con: &mut ConnectionManager,
+        batch: &[Renewal<'_>],
+        hash: &str,
+        timeout: Duration,
+    ) -> Vec<NodeAnswer> {
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for r in batch {
+            pipe.cmd("EVALSHA")
+                .arg(hash)
+                .arg(r.keys.len())
+                .arg(r.keys)
+                .arg(r.token)
+                .arg(r.ttl_ms);
+        }
+        match bounded(
+            timeout,
+            pipe.query_async::<Vec<redis::RedisResult<Value>>>(con),
+        )
+        .await
+        {
+            Ok(replies) if replies.len() == batch.len() => replies
+                .into_iter()
+                .map(|reply| match reply {
+                    Ok(Value::Int(1)) => NodeAnswer::Ok,
+                    Ok(Value::Int(_)) => NodeAnswer::NotHeld,
+                    Ok(other) => NodeAnswer::ErrorReply(format!("unexpected reply {other:?}")),
+                    Err(e) => fault(&e),
+                })
+                .collect(),
+            Ok(replies) => vec![
+                NodeAnswer::ErrorReply(format!(
+                    "{} replies for {} commands",
+                    replies.len(),
+                    batch.len()
+                ));
+                batch.len()
+            ],
+            Err(answer) => vec![answer; batch.len()],
+        }
+    }
+}
+
+fn is_noscript(answer: &NodeAnswer) -> bool {
+    matches!(answer, NodeAnswer::ErrorReply(m) if m.starts_with("NOSCRIPT"))
+}
+
+/// Runs one call under a timeout, turning every failure into a [`NodeAnswer`].
+async fn bounded<T>(
+    timeout: Duration,
+    call: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> Result<T, NodeAnswer> {
+    match tokio::time::timeout(timeout, call).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(fault(&e)),
+        Err(_) => Err(NodeAnswer::Timeout),
+    }
+}
+
+/// Sorts a redis error into a timeout, an unreachable node or an error reply.
+pub fn fault(e: &RedisError) -> NodeAnswer {
+    if e.is_timeout() {
+        NodeAnswer::Timeout
+    } else if e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() {
+        NodeAnswer::Unreachable(e.to_string())
+    } else {
+        match e.code() {
+            Some(code) => {
+                NodeAnswer::ErrorReply(format!("{code} {}", e.detail().unwrap_or_default()))
+            }
+            None => NodeAnswer::ErrorReply(e.to_string()),
+        }
+    }
+}
+
+/// The error a single node's fault becomes when there is no quorum to speak of.
+pub fn single_node_error(node: &str, answer: &NodeAnswer) -> LockError {
+    let code = match answer {
+        NodeAnswer::ErrorReply(_) => ErrorCode::Redis,
+        _ => ErrorCode::Connection,
+    };
+    LockError::new(code, format!("Redis at {node}: {answer}"))
+}

@@ -1,0 +1,39 @@
+//! The Lua scripts, loaded once. Each runs atomically on one node and checks the token.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+/// Takes all keys for a token (all or nothing); idempotent for the same token.
+pub static ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/acquire.lua")));
+
+/// Deletes the keys that still hold the token.
+pub static RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/release.lua")));
+
+/// Re-arms the TTL of keys that all still hold the token; never recreates a key.
+pub static EXTEND: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/extend.lua")));
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scripts_are_token_checked() {
+        for script in [&*RELEASE, &*EXTEND, &*ACQUIRE] {
+            assert_eq!(script.get_hash().len(), 40);
+        }
+        let extend = include_str!("../scripts/extend.lua");
+        assert!(
+            !extend.contains("'SET'"),
+            "extend must never recreate a key"
+        );
+        let release = include_str!("../scripts/release.lua");
+        assert!(
+            release.contains("== ARGV[1]"),
+            "release must check the token"
+        );
+    }
+}

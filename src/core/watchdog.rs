@@ -1,0 +1,176 @@
+//! One renewal scheduler per client, on tokio. Locks due for renewal are sent
+//! together: one pipelined round trip per node renews every lock in the batch.
+//! It also ends a lock whose local deadline passes without a successful renewal.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::core::client::Inner;
+use crate::core::lock::{LockState, Status};
+
+struct Entry {
+    state: Arc<LockState>,
+    next_renew: Instant,
+    in_flight: bool,
+}
+
+#[derive(Default)]
+pub struct Watchdog {
+    entries: Mutex<HashMap<u64, Entry>>,
+    wake: Arc<Notify>,
+    started: AtomicBool,
+    stop: CancellationToken,
+}
+
+/// How soon a failed renewal is tried again while validity remains.
+fn quick_retry(every: Duration) -> Duration {
+    (every / 5).clamp(Duration::from_millis(5), Duration::from_millis(250))
+}
+
+impl Watchdog {
+    /// Starts the scheduler task once; it holds the client only weakly.
+    pub fn start(&self, inner: &Arc<Inner>) {
+        if self.started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        tokio::spawn(run(
+            Arc::downgrade(inner),
+            self.wake.clone(),
+            self.stop.clone(),
+        ));
+    }
+
+    pub fn stop(&self) {
+        self.stop.cancel();
+    }
+
+    pub fn watch(&self, state: Arc<LockState>) {
+        let next_renew = Instant::now() + state.renew_every();
+        if let Ok(mut entries) = self.entries.lock() {
+            entries.insert(
+                state.id,
+                Entry {
+                    state,
+                    next_renew,
+                    in_flight: false,
+                },
+            );
+        }
+        self.wake.notify_one();
+    }
+
+    pub fn unwatch(&self, id: u64) {
+        if let Ok(mut entries) = self.entries.lock() {
+            entries.remove(&id);
+        }
+    }
+
+    /// After a manual extend: the next renewal is one interval from now.
+    pub fn reschedule(&self, id: u64) {
+        if let Ok(mut entries) = self.entries.lock() {
+            if let Some(e) = entries.get_mut(&id) {
+                e.next_renew = Instant::now() + e.state.renew_every();
+            }
+        }
+        self.wake.notify_one();
+    }
+
+    /// Every lock still watched (for close).
+    pub fn drain(&self) -> Vec<Arc<LockState>> {
+        match self.entries.lock() {
+            Ok(mut entries) => entries.drain().map(|(_, e)| e.state).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// One pass: returns the locks to renew now, those past their deadline, and
+    /// when to look again.
+    fn scan(&self, now: Instant) -> (Vec<Arc<LockState>>, Vec<Arc<LockState>>, Instant) {
+        let mut next_wake = now + Duration::from_secs(3600);
+        let mut expired = Vec::new();
+        let mut batch = Vec::new();
+        let Ok(mut entries) = self.entries.lock() else {
+            return (batch, expired, next_wake);
+        };
+        entries.retain(|_, e| e.state.status() == Status::Held);
+        let mut any_due = false;
+        for e in entries.values() {
+            let deadline = e.state.deadline();
+            if now >= deadline {
+                expired.push(e.state.clone());
+                continue;
+            }
+            next_wake = next_wake.min(deadline);
+            if e.in_flight || !e.state.renewable(now) {
+                continue;
+            }
+            if now >= e.next_renew {
+                any_due = true;
+            } else {
+                next_wake = next_wake.min(e.next_renew);
+            }
+        }
+        if any_due {
+            // Locks due within a quarter of their interval ride along: renewing a
+            // little early is harmless and keeps renewals in few, large batches.
+            for e in entries.values_mut() {
+                if e.in_flight || now >= e.state.deadline() || !e.state.renewable(now) {
+                    continue;
+                }
+                if e.next_renew <= now + e.state.renew_every() / 4 {
+                    e.in_flight = true;
+                    batch.push(e.state.clone());
+                }
+            }
+        }
+        for s in &expired {
+            entries.remove(&s.id);
+        }
+        (batch, expired, next_wake)
+    }
+
+    /// Records a batch's outcome for one lock: `Some(ok)` schedules the next
+    /// renewal (a full interval after success, soon after a failure).
+    pub fn done(&self, id: u64, renewed: bool) {
+        if let Ok(mut entries) = self.entries.lock() {
+            if let Some(e) = entries.get_mut(&id) {
+                e.in_flight = false;
+                let every = e.state.renew_every();
+                e.next_renew = Instant::now() + if renewed { every } else { quick_retry(every) };
+            }
+        }
+    }
+
+    pub fn nudge(&self) {
+        self.wake.notify_one();
+    }
+}
+
+async fn run(client: Weak<Inner>, wake: Arc<Notify>, stop: CancellationToken) {
+    loop {
+        let next_wake = {
+            let Some(inner) = client.upgrade() else {
+                return;
+            };
+            let (batch, expired, next_wake) = inner.watchdog.scan(Instant::now());
+            for state in expired {
+                inner.lose_expired(&state);
+            }
+            if !batch.is_empty() {
+                let inner = inner.clone();
+                tokio::spawn(async move { inner.renew_batch(batch).await });
+            }
+            next_wake
+        };
+        tokio::select! {
+            _ = tokio::time::sleep_until(next_wake.into()) => {}
+            _ = wake.notified() => {}
+            _ = stop.cancelled() => return,
+        }
+    }
+}
