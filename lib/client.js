@@ -93,7 +93,9 @@ class Lock {
     try {
       p = this.#native.extend(ttl)
     } catch (e) {
-      throw fromNative(e)
+      const err = fromNative(e)
+      if (err instanceof LockError) return Promise.reject(err)
+      throw err
     }
     return p.catch((e) => {
       throw fromNative(e)
@@ -220,7 +222,10 @@ class LockClient extends EventEmitter {
       pending = this.#native.acquire(keys, opts, cancel)
     } catch (e) {
       if (signal) signal.removeEventListener('abort', onAbort)
-      throw fromNative(e)
+      const err = fromNative(e)
+      // Bad arguments throw synchronously; a state such as "closed" rejects.
+      if (err instanceof LockError) return Promise.reject(err)
+      throw err
     }
     return pending.then(
       (native) => {

@@ -191,7 +191,16 @@ impl Client {
             return;
         }
         inner.watchdog.stop();
-        let held = inner.watchdog.drain();
+        let held: Vec<_> = inner
+            .watchdog
+            .drain()
+            .into_iter()
+            .filter(|s| s.end_released())
+            .collect();
+        inner
+            .stats
+            .held
+            .fetch_sub(held.len() as u64, Ordering::Relaxed);
         join_all(held.iter().map(|s| inner.release_state(s))).await;
         for node in &inner.nodes {
             node.disconnect();
@@ -472,7 +481,12 @@ impl Inner {
     pub fn lose_expired(self: &Arc<Self>, state: &Arc<LockState>) {
         let label = state.names.join(", ");
         let now = Instant::now();
-        let reason = if state.hold_until.is_some_and(|h| now >= h) {
+        // Renewals stop short of maxHold, so the deadline lands one drift before it.
+        let slack = self.cfg.drift_for(state.ttl()) + Duration::from_millis(5);
+        let reason = if state
+            .hold_until
+            .is_some_and(|h| h.saturating_duration_since(now) <= slack)
+        {
             "maxHold was reached, so the watchdog let it expire"
         } else if state.auto_renew {
             "its validity ran out before a renewal succeeded"

@@ -1,0 +1,179 @@
+'use strict'
+
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const { LockClient, LockError } = require('..')
+const { startRedis, inspector } = require('./helpers')
+
+let server
+let redis
+let locks
+
+before(async () => {
+  server = await startRedis()
+  redis = inspector(server)
+  locks = new LockClient({ url: server.url, ttl: 2000 })
+})
+
+after(async () => {
+  await locks.close()
+  redis.disconnect()
+  await server.stop()
+})
+
+test('acquire stores a fresh UUID token with a TTL; release deletes it', async () => {
+  const lock = await locks.acquire('basic:a')
+  assert.match(lock.token, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
+  assert.equal(await redis.get('basic:a'), lock.token)
+  const pttl = await redis.pttl('basic:a')
+  assert.ok(pttl > 0 && pttl <= 2000, `pttl ${pttl}`)
+  assert.equal(lock.key, 'basic:a')
+  assert.equal(lock.held, true)
+  assert.ok(lock.remaining > 1500 && lock.remaining < 2000, `remaining ${lock.remaining}`)
+  const second = await locks.acquire('basic:b')
+  assert.notEqual(second.token, lock.token)
+  assert.equal(await lock.release(), true)
+  assert.equal(await redis.exists('basic:a'), 0)
+  assert.equal(lock.held, false)
+  assert.equal(lock.remaining, 0)
+  assert.equal(lock.status, 'released')
+  assert.equal(await lock.release(), false, 'a second release resolves false')
+  await second.release()
+})
+
+test('tryAcquire makes one attempt and resolves null when held', async () => {
+  const lock = await locks.acquire('basic:try')
+  const t0 = performance.now()
+  assert.equal(await locks.tryAcquire('basic:try'), null)
+  assert.ok(performance.now() - t0 < 500)
+  await lock.release()
+  const again = await locks.tryAcquire('basic:try')
+  assert.ok(again)
+  await again.release()
+})
+
+test('a token-checked release cannot delete another holder\'s lock', async () => {
+  const lock = await locks.acquire('basic:foreign')
+  await redis.set('basic:foreign', 'someone-else', 'PX', 5000)
+  assert.equal(await lock.release(), false)
+  assert.equal(await redis.get('basic:foreign'), 'someone-else')
+  await redis.del('basic:foreign')
+})
+
+test('extend re-arms the TTL with the same token and never resurrects a deleted key', async () => {
+  const lock = await locks.acquire('basic:extend', { autoRenew: false, ttl: 1000 })
+  await lock.extend(5000)
+  const pttl = await redis.pttl('basic:extend')
+  assert.ok(pttl > 4000, `pttl after extend ${pttl}`)
+  assert.equal(await redis.get('basic:extend'), lock.token)
+  assert.ok(lock.remaining > 4000)
+  await redis.del('basic:extend')
+  await assert.rejects(lock.extend(5000), (e) => e instanceof LockError && e.code === 'ERR_LOCK_LOST')
+  assert.equal(await redis.exists('basic:extend'), 0, 'extend must not recreate the key')
+  assert.equal(lock.status, 'lost')
+  await assert.rejects(lock.extend(1000), { code: 'ERR_LOCK_LOST' })
+  assert.equal(await lock.release(), false)
+})
+
+test('extend after release rejects ERR_LOCK_LOST', async () => {
+  const lock = await locks.acquire('basic:extend2')
+  await lock.release()
+  await assert.rejects(lock.extend(1000), { code: 'ERR_LOCK_LOST' })
+})
+
+test('contention: acquire waits for the holder and then gets the lock', async () => {
+  const first = await locks.acquire('basic:wait')
+  const waiting = locks.acquire('basic:wait', { retryDelay: 20, retryJitter: 10, waitTimeout: 5000 })
+  setTimeout(() => first.release(), 150)
+  const second = await waiting
+  assert.ok(second.attempts > 1, `attempts ${second.attempts}`)
+  assert.equal(await redis.get('basic:wait'), second.token)
+  await second.release()
+})
+
+test('ERR_LOCK_TAKEN after retryCount, ERR_LOCK_TIMEOUT after waitTimeout, with the holder\'s remaining time', async () => {
+  const holder = await locks.acquire('basic:taken', { ttl: 5000 })
+  await assert.rejects(locks.acquire('basic:taken', { retryCount: 2, retryDelay: 10, retryJitter: 0 }), (e) => {
+    assert.equal(e.code, 'ERR_LOCK_TAKEN')
+    assert.equal(e.attempts, 3)
+    assert.equal(e.key, 'basic:taken')
+    assert.ok(e.remainingMs > 3000 && e.remainingMs <= 5000, `remainingMs ${e.remainingMs}`)
+    return true
+  })
+  const t0 = performance.now()
+  await assert.rejects(locks.acquire('basic:taken', { waitTimeout: 200, retryDelay: 30 }), (e) => {
+    assert.equal(e.code, 'ERR_LOCK_TIMEOUT')
+    assert.ok(e.remainingMs > 0)
+    return true
+  })
+  assert.ok(performance.now() - t0 >= 190)
+  assert.equal(await redis.get('basic:taken'), holder.token, 'the holder keeps its lock')
+  await holder.release()
+})
+
+test('keyPrefix is applied in Redis but not in lock.key', async () => {
+  const prefixed = new LockClient({ url: server.url, keyPrefix: 'lock:' })
+  const lock = await prefixed.acquire('order:1')
+  assert.equal(lock.key, 'order:1')
+  assert.equal(await redis.get('lock:order:1'), lock.token)
+  await prefixed.close()
+  assert.equal(await redis.exists('lock:order:1'), 0, 'close releases held locks')
+  assert.equal(lock.status, 'released')
+})
+
+test('multi-key locks are all or nothing', async () => {
+  const other = await locks.acquire('multi:b')
+  await assert.rejects(locks.acquire(['multi:a', 'multi:b', 'multi:c'], { retryCount: 0 }), { code: 'ERR_LOCK_TAKEN' })
+  assert.equal(await redis.exists('multi:a'), 0)
+  assert.equal(await redis.exists('multi:c'), 0)
+  await other.release()
+  const lock = await locks.acquire(['multi:a', 'multi:b', 'multi:c'])
+  assert.deepEqual(lock.keys, ['multi:a', 'multi:b', 'multi:c'])
+  for (const k of lock.keys) assert.equal(await redis.get(k), lock.token)
+  assert.equal(await lock.release(), true)
+  assert.equal(await redis.exists('multi:a', 'multi:b', 'multi:c'), 0)
+})
+
+test('withLock returns fn\'s value, passes (signal, lock) and always releases', async () => {
+  let seen
+  const out = await locks.withLock('with:a', async (signal, lock) => {
+    seen = lock
+    assert.ok(signal instanceof AbortSignal)
+    assert.equal(signal.aborted, false)
+    assert.equal(await redis.get('with:a'), lock.token)
+    return { ok: 42 }
+  })
+  assert.deepEqual(out, { ok: 42 })
+  assert.equal(seen.status, 'released')
+  assert.equal(await redis.exists('with:a'), 0)
+  const boom = new Error('boom')
+  await assert.rejects(locks.withLock('with:a', () => { throw boom }), (e) => e === boom)
+  assert.equal(await redis.exists('with:a'), 0)
+  assert.equal(await locks.withLock('with:a', () => 7), 7, 'a non-Promise result works')
+})
+
+test('every call on a closed client rejects ERR_LOCK_CLOSED', async () => {
+  const c = new LockClient({ url: server.url })
+  const lock = await c.acquire('closed:a')
+  await c.close()
+  assert.equal(c.closed, true)
+  await assert.rejects(c.acquire('closed:b'), { code: 'ERR_LOCK_CLOSED' })
+  await assert.rejects(c.tryAcquire('closed:b'), { code: 'ERR_LOCK_CLOSED' })
+  await assert.rejects(c.withLock('closed:b', () => 1), { code: 'ERR_LOCK_CLOSED' })
+  await assert.rejects(lock.extend(1000), { code: 'ERR_LOCK_CLOSED' })
+  assert.equal(await lock.release(), false)
+  await c.close()
+})
+
+test('stats count what happened', async () => {
+  const c = new LockClient({ url: server.url })
+  const a = await c.acquire('stats:a')
+  assert.equal(await c.tryAcquire('stats:a'), null)
+  await a.release()
+  const s = c.stats()
+  assert.equal(s.acquired, 1)
+  assert.equal(s.contended, 1)
+  assert.equal(s.released, 1)
+  assert.equal(s.held, 0)
+  await c.close()
+})

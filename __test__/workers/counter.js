@@ -1,0 +1,24 @@
+'use strict'
+// Increments a Redis counter N times with a read-modify-write inside withLock.
+const { LockClient } = require('../..')
+const Redis = require('ioredis')
+
+const [url, key, rounds] = process.argv.slice(2)
+;(async () => {
+  const locks = new LockClient({ url, ttl: 2000 })
+  const port = Number(new URL(url).port)
+  const redis = new Redis({ host: '127.0.0.1', port })
+  for (let i = 0; i < Number(rounds); i++) {
+    await locks.withLock(key, async () => {
+      const v = Number((await redis.get(`${key}:counter`)) || 0)
+      await new Promise((r) => setImmediate(r))
+      await redis.set(`${key}:counter`, v + 1)
+    }, { waitTimeout: 30000, retryDelay: 5, retryJitter: 5 })
+  }
+  await locks.close()
+  redis.disconnect()
+  console.log(JSON.stringify({ done: Number(rounds) }))
+})().catch((e) => {
+  console.error(e)
+  process.exit(1)
+})

@@ -1,0 +1,152 @@
+'use strict'
+
+// Starts throwaway redis-server processes on free loopback ports and stops them
+// by PID. Used by the demo and the tests; never touches a Redis it did not start.
+
+const { spawn, spawnSync } = require('node:child_process')
+const net = require('node:net')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+
+const BIN = process.env.REDIS_SERVER_BIN || 'redis-server'
+
+function redisServerAvailable() {
+  const r = spawnSync(BIN, ['--version'], { encoding: 'utf8' })
+  return r.status === 0
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer()
+    srv.unref()
+    srv.on('error', reject)
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address()
+      srv.close(() => resolve(port))
+    })
+  })
+}
+
+/** Sends one inline command over a fresh socket and resolves the first reply line. */
+function command(port, line, timeoutMs = 1000) {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect({ host: '127.0.0.1', port })
+    let buf = ''
+    const done = (err, value) => {
+      sock.destroy()
+      clearTimeout(timer)
+      if (err) reject(err)
+      else resolve(value)
+    }
+    const timer = setTimeout(() => done(new Error(`no reply to ${line} within ${timeoutMs} ms`)), timeoutMs)
+    sock.on('connect', () => sock.write(`${line}\r\n`))
+    sock.on('data', (d) => {
+      buf += d
+      const i = buf.indexOf('\r\n')
+      if (i >= 0) done(null, buf.slice(0, i))
+    })
+    sock.on('error', (e) => done(e))
+  })
+}
+
+async function waitFor(check, { timeout = 5000, interval = 20, what = 'condition' } = {}) {
+  const deadline = Date.now() + timeout
+  let last
+  for (;;) {
+    try {
+      const v = await check()
+      if (v) return v
+    } catch (e) {
+      last = e
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeout} ms waiting for ${what}${last ? `: ${last.message}` : ''}`)
+    await new Promise((r) => setTimeout(r, interval))
+  }
+}
+
+class RedisServer {
+  constructor(port, extraArgs) {
+    this.port = port
+    this.extraArgs = extraArgs
+    this.url = `redis://127.0.0.1:${port}`
+    this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lockdog-redis-'))
+    this.log = ''
+    this.proc = null
+  }
+
+  get pid() {
+    return this.proc ? this.proc.pid : null
+  }
+
+  async start() {
+    const args = ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
+      '--dir', this.dir, '--daemonize', 'no', ...this.extraArgs]
+    const proc = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+    this.proc = proc
+    proc.stdout.on('data', (d) => { this.log = (this.log + d).slice(-8000) })
+    proc.stderr.on('data', (d) => { this.log = (this.log + d).slice(-8000) })
+    let exited = false
+    proc.once('exit', () => { exited = true })
+    proc.once('error', () => { exited = true })
+    await waitFor(async () => {
+      if (exited) throw new Error(`redis-server exited:\n${this.log}`)
+      return (await command(this.port, 'PING', 300)) === '+PONG'
+    }, { timeout: 10000, what: `redis-server on port ${this.port}` })
+    return this
+  }
+
+  /** SIGKILL and wait for exit. */
+  async kill() {
+    const proc = this.proc
+    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return
+    const exited = new Promise((r) => proc.once('exit', r))
+    process.kill(proc.pid, 'SIGKILL')
+    await exited
+  }
+
+  pause() {
+    process.kill(this.proc.pid, 'SIGSTOP')
+  }
+
+  resume() {
+    process.kill(this.proc.pid, 'SIGCONT')
+  }
+
+  /** Starts again on the same port, empty. */
+  async restart() {
+    await this.kill()
+    return this.start()
+  }
+
+  async stop() {
+    if (!this.proc) return
+    try {
+      this.resume()
+    } catch {}
+    await this.kill()
+    fs.rmSync(this.dir, { recursive: true, force: true })
+    this.proc = null
+  }
+
+  command(line) {
+    return command(this.port, line)
+  }
+}
+
+/** Starts a redis-server on a free loopback port (retrying if the port was taken meanwhile). */
+async function startRedis(extraArgs = []) {
+  let lastErr
+  for (let i = 0; i < 5; i++) {
+    const server = new RedisServer(await freePort(), extraArgs)
+    try {
+      return await server.start()
+    } catch (e) {
+      lastErr = e
+      await server.stop().catch(() => {})
+    }
+  }
+  throw lastErr
+}
+
+module.exports = { startRedis, redisServerAvailable, waitFor, freePort, RedisServer, BIN }
