@@ -250,14 +250,12 @@ class LockClient extends EventEmitter {
    * `cause` is fn's result or error.
    */
   withLock(key, fn, options) {
-    keyList(key)
     assertFunction(fn, 'fn')
-    pick(options, ACQUIRE_JS)
-    return this.#withLock(key, fn, options)
+    return this.#withLock(this.acquire(key, options), fn)
   }
 
-  async #withLock(key, fn, options) {
-    const lock = await this.acquire(key, options)
+  async #withLock(acquiring, fn) {
+    const lock = await acquiring
     let result
     let error
     let failed = false

@@ -137,7 +137,10 @@ class DistributedLock {
  * hand-written helper had it: one attempt, then ERR_LOCK_TAKEN if held.
  */
 function withLock(...args) {
-  if (typeof args[0] === 'string' || Array.isArray(args[0])) {
+  // withLock(key, fn, options) has fn second; withLock(redis, key, fn, ttl) a key.
+  const keyFirst = (typeof args[0] === 'string' || Array.isArray(args[0])) &&
+    typeof args[1] !== 'string' && !Array.isArray(args[1])
+  if (keyFirst) {
     const [key, fn, options] = args
     keyList(key)
     assertFunction(fn, 'fn')

@@ -39,7 +39,7 @@ function pick(options, schema, name = 'options') {
   for (const key of Object.keys(options)) {
     const value = options[key]
     if (value === undefined) continue
-    const type = schema[key]
+    const type = Object.hasOwn(schema, key) ? schema[key] : undefined
     if (type === undefined) {
       throw invalidValue(`${name}.${key}`, `is not a known option (known: ${Object.keys(schema).join(', ')})`)
     }

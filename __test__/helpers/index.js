@@ -3,7 +3,7 @@
 const { spawn } = require('node:child_process')
 const path = require('node:path')
 const Redis = require('ioredis')
-const { startRedis, waitFor, redisServerAvailable } = require('../../scripts/local-redis')
+const { startRedis, waitFor, redisServerAvailable, freePort } = require('../../scripts/local-redis')
 
 const ROOT = path.join(__dirname, '..', '..')
 
@@ -59,4 +59,4 @@ function aborted(signal) {
   })
 }
 
-module.exports = { startRedis, waitFor, redisServerAvailable, inspector, runWorker, sleep, aborted, ROOT }
+module.exports = { startRedis, waitFor, redisServerAvailable, freePort, inspector, runWorker, sleep, aborted, ROOT }

@@ -1,0 +1,119 @@
+'use strict'
+
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const { LockClient, DistributedLock, withLock } = require('..')
+const { startRedis, inspector } = require('./helpers')
+
+let server
+let redis
+let locks
+
+before(async () => {
+  server = await startRedis()
+  redis = inspector(server)
+  locks = new LockClient({ url: server.url })
+})
+
+after(async () => {
+  await locks.close()
+  redis.disconnect()
+  await server.stop()
+})
+
+const TYPE = 'ERR_INVALID_ARG_TYPE'
+const VALUE = 'ERR_INVALID_ARG_VALUE'
+const RANGE = 'ERR_OUT_OF_RANGE'
+
+const badKeys = [
+  [undefined, TYPE], [null, TYPE], [42, TYPE], [{}, TYPE], [Buffer.from('k'), TYPE], [['a', 1], TYPE],
+  ['', VALUE], [[], VALUE], [['a', ''], VALUE], ['\uD800lone', VALUE],
+  ['x'.repeat(64 * 1024 + 1), RANGE],
+]
+
+const badTtls = [
+  [0, RANGE], [-1, RANGE], [NaN, RANGE], [Infinity, RANGE], [1.5, RANGE], [2 ** 31, RANGE],
+  ['1000', TYPE], [null, TYPE], [{}, TYPE],
+]
+
+const badOptions = [
+  [{ retryCount: -2 }, RANGE], [{ retryCount: 1.5 }, RANGE], [{ retryDelay: -1 }, RANGE],
+  [{ retryDelay: 0.5 }, RANGE], [{ retryJitter: -5 }, RANGE], [{ waitTimeout: NaN }, RANGE],
+  [{ maxHold: 0 }, RANGE], [{ renewInterval: 0 }, RANGE], [{ ttl: 100, renewInterval: 100 }, RANGE],
+  [{ retryCount: '3' }, TYPE], [{ signal: {} }, TYPE], [{ onLost: 'x' }, TYPE], [{ autoRenew: 1 }, TYPE],
+  ['fast', TYPE], [42, TYPE], [[], TYPE], [{ tll: 1000 }, VALUE],
+]
+
+test('bad keys throw synchronously with Node\'s codes and touch nothing', async () => {
+  const before = await redis.dbsize()
+  for (const [key, code] of badKeys) {
+    for (const call of [() => locks.acquire(key), () => locks.tryAcquire(key), () => locks.withLock(key, () => 1)]) {
+      assert.throws(call, (e) => e.code === code, `${String(key).slice(0, 20)} -> ${code}`)
+    }
+  }
+  assert.equal(await redis.dbsize(), before)
+})
+
+test('bad ttl values throw synchronously', () => {
+  for (const [ttl, code] of badTtls) {
+    assert.throws(() => locks.acquire('bad:ttl', { ttl }), (e) => e.code === code, `ttl ${ttl}`)
+    assert.throws(() => new LockClient({ url: server.url, ttl }), (e) => e.code === code, `client ttl ${ttl}`)
+  }
+})
+
+test('bad options throw synchronously; inherited properties are ignored', async () => {
+  for (const [options, code] of badOptions) {
+    assert.throws(() => locks.acquire('bad:opt', options), (e) => e.code === code, JSON.stringify(options))
+  }
+  const tricky = Object.create({ ttl: -1, retryCount: 'x' })
+  const lock = await locks.acquire('bad:proto', tricky)
+  assert.equal(lock.ttl, 30000, 'inherited ttl ignored')
+  await lock.release()
+  const polluted = JSON.parse('{"__proto__": {"ttl": -5}}')
+  assert.throws(() => locks.acquire('bad:proto', polluted), { code: VALUE })
+})
+
+test('bad client options: malformed URL, unknown scheme, wrong types', () => {
+  const cases = [
+    [{ url: 'not a url' }, VALUE], [{ url: 'http://127.0.0.1:6379' }, VALUE], [{ url: 'redis://' + 'x'.repeat(10) + ':notaport' }, VALUE],
+    [{ url: 42 }, TYPE], [{ nodes: 'redis://a' }, TYPE], [{ nodes: [] }, VALUE],
+    [{ nodes: ['redis://127.0.0.1:1', 'redis://127.0.0.1:1'] }, VALUE],
+    [{ driftFactor: -0.1 }, RANGE], [{ driftFactor: 0.9 }, RANGE], [{ connectTimeout: 0 }, RANGE],
+    [{ keyPrefix: 5 }, TYPE], ['redis://127.0.0.1', TYPE],
+  ]
+  for (const [options, code] of cases) {
+    assert.throws(() => new LockClient(options), (e) => e.code === code, JSON.stringify(options))
+  }
+  assert.throws(() => new LockClient({ url: 'redis://u:hunter2@127.0.0.1:notaport' }), (e) => !e.message.includes('hunter2'))
+})
+
+test('withLock and extend argument errors', async () => {
+  assert.throws(() => locks.withLock('k', 'not a function'), { code: TYPE })
+  assert.throws(() => withLock('k'), { code: TYPE })
+  assert.throws(() => withLock(42, 'k', () => 1), { code: TYPE })
+  assert.throws(() => withLock({ nope: true }, 'k', () => 1), { code: VALUE })
+  assert.throws(() => new DistributedLock(null, 'k'), { code: TYPE })
+  assert.throws(() => new DistributedLock(server.url, ''), { code: VALUE })
+  const lock = await locks.acquire('bad:extend')
+  for (const [ttl, code] of badTtls) {
+    assert.throws(() => lock.extend(ttl), (e) => e.code === code, `extend ${ttl}`)
+  }
+  assert.equal(lock.held, true)
+  await lock.release()
+})
+
+test('fn that throws synchronously or rejects with a non-Error: lock released, error passed through', async () => {
+  await assert.rejects(locks.withLock('bad:fn', () => { throw 'plain string' }), (e) => e === 'plain string')
+  await assert.rejects(locks.withLock('bad:fn', () => Promise.reject(undefined)), (e) => e === undefined)
+  assert.equal(await redis.exists('bad:fn'), 0)
+})
+
+test('binary-looking and Unicode keys round-trip exactly', async () => {
+  for (const key of ['ключ:😀', 'a\u0000b', 'tab\tnew\nline', ' ']) {
+    const lock = await locks.acquire(key)
+    assert.equal(lock.key, key)
+    assert.equal(await redis.get(key), lock.token)
+    assert.equal(await lock.release(), true)
+    assert.equal(await redis.exists(key), 0)
+  }
+})
