@@ -1,0 +1,41 @@
+// Compiled with `tsc --noEmit` against index.d.ts: the public surface as a TypeScript user sees it.
+import { LockClient, LockError, withLock, DistributedLock, type Lock, type LockStats } from 'lockdog'
+import Redis from 'ioredis'
+
+async function main(): Promise<number> {
+  const locks = new LockClient({ url: 'redis://127.0.0.1:6379', keyPrefix: 'lock:', ttl: 30_000 })
+  const ac = new AbortController()
+  const lock: Lock = await locks.acquire('order:1001:pay', {
+    ttl: 10_000, retryCount: 5, retryDelay: 100, retryJitter: 50, waitTimeout: 2_000,
+    signal: ac.signal, maxHold: 60_000, onLost: (err: LockError) => console.error(err.code),
+  })
+  const remaining: number = lock.remaining
+  const held: boolean = lock.held
+  const status: 'held' | 'released' | 'lost' = lock.status
+  lock.signal.addEventListener('abort', () => {})
+  await lock.extend(5_000)
+  const released: boolean = await lock.release()
+  const maybe: Lock | null = await locks.tryAcquire(['a', 'b'], { ttl: 1_000 })
+  const n: number = await locks.withLock('k', async (signal, l) => (signal.aborted ? 0 : l.ttl))
+  const s: string = await withLock('k', () => 'sync result')
+  const redis = new Redis()
+  await withLock(redis, 'k', async () => undefined, 30_000)
+  const dl = new DistributedLock(redis, 'k', 30_000)
+  const ok: boolean = await dl.acquire()
+  await dl.release()
+  locks.on('lost', (err, l) => console.log(err.code, l?.key))
+  const stats: LockStats = locks.stats()
+  try {
+    await locks.acquire('k')
+  } catch (e) {
+    if (e instanceof LockError && e.code === 'ERR_LOCK_TAKEN') console.log(e.remainingMs, e.nodes[0]?.node)
+  }
+  {
+    await using scoped = await locks.acquire('scoped')
+    void scoped.token
+  }
+  await locks.close()
+  return remaining + Number(held) + status.length + Number(released) + Number(maybe) + n + s.length + Number(ok) + stats.held
+}
+
+void main

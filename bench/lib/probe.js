@@ -1,0 +1,82 @@
+'use strict'
+
+// Measurements of this process and of a redis-server, taken around a measured window.
+
+const fs = require('node:fs')
+const { execFileSync } = require('node:child_process')
+
+let ticksPerSec = 100
+try {
+  ticksPerSec = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100
+} catch {}
+
+/** utime+stime in ms of /proc/<pid>[/task/<tid>]/stat. */
+function procCpuMs(file) {
+  try {
+    const s = fs.readFileSync(file, 'utf8')
+    const f = s.slice(s.lastIndexOf(')') + 2).split(' ')
+    // fields after "pid (comm) ": state is f[0]; utime is field 14 overall -> f[11], stime f[12]
+    return ((Number(f[11]) + Number(f[12])) * 1000) / ticksPerSec
+  } catch {
+    return NaN
+  }
+}
+
+/** CPU ms of this process's main thread (its tid equals the pid). Node 20 has no process.threadCpuUsage. */
+function mainThreadCpuMs() {
+  if (typeof process.threadCpuUsage === 'function') {
+    const u = process.threadCpuUsage()
+    return (u.user + u.system) / 1000
+  }
+  return procCpuMs(`/proc/self/task/${process.pid}/stat`)
+}
+
+function processCpuMs() {
+  const u = process.cpuUsage()
+  return (u.user + u.system) / 1000
+}
+
+function threadCount() {
+  try {
+    return fs.readdirSync('/proc/self/task').length
+  } catch {
+    return NaN
+  }
+}
+
+function parseInfo(text) {
+  const out = {}
+  for (const line of text.split('\r\n')) {
+    const i = line.indexOf(':')
+    if (i > 0 && line[0] !== '#') out[line.slice(0, i)] = line.slice(i + 1)
+  }
+  return out
+}
+
+/** total_commands_processed and the sum of commandstats calls (which also counts commands run inside Lua). */
+async function redisCounters(redis) {
+  const info = parseInfo(await redis.info('all'))
+  let calls = 0
+  const perCommand = {}
+  for (const [k, v] of Object.entries(info)) {
+    if (!k.startsWith('cmdstat_')) continue
+    const m = /calls=(\d+)/.exec(v)
+    if (m) {
+      calls += Number(m[1])
+      perCommand[k.slice(8)] = Number(m[1])
+    }
+  }
+  return { total: Number(info.total_commands_processed), calls, perCommand }
+}
+
+/** Difference of two redisCounters snapshots, minus the INFO command of the first snapshot. */
+function counterDelta(a, b) {
+  const perCommand = {}
+  for (const [k, v] of Object.entries(b.perCommand)) {
+    const d = v - (a.perCommand[k] || 0) - (k === 'info' ? 1 : 0)
+    if (d > 0) perCommand[k] = d
+  }
+  return { total: b.total - a.total - 1, calls: b.calls - a.calls - 1, perCommand }
+}
+
+module.exports = { procCpuMs, mainThreadCpuMs, processCpuMs, threadCount, parseInfo, redisCounters, counterDelta, ticksPerSec }

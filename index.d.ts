@@ -1,0 +1,141 @@
+// Public typings of lockdog. Option, stats and lock-property docs are generated
+// from the Rust `///` comments into binding.d.ts and re-used here.
+
+import type { EventEmitter } from 'node:events'
+import type {
+  AcquireOptions as NativeAcquireOptions,
+  LockClientOptions,
+  LockStats,
+  NativeLock,
+} from './binding'
+
+export type { LockClientOptions, LockStats }
+
+/** Stable codes of `LockError`. */
+export type LockErrorCode =
+  | 'ERR_LOCK_TAKEN'
+  | 'ERR_LOCK_TIMEOUT'
+  | 'ERR_LOCK_LOST'
+  | 'ERR_LOCK_ABORTED'
+  | 'ERR_LOCK_CONNECTION'
+  | 'ERR_LOCK_REDIS'
+  | 'ERR_LOCK_QUORUM'
+  | 'ERR_LOCK_CLOSED'
+
+/** What one Redis node answered. */
+export interface NodeDetail {
+  /** `host:port` (never with credentials). */
+  node: string
+  answer: 'ok' | 'held' | 'not-held' | 'timeout' | 'unreachable' | 'error'
+  detail: string
+}
+
+/**
+ * Every lock failure. Bad arguments are Node-style `TypeError`/`RangeError`s
+ * with `code` `ERR_INVALID_ARG_TYPE`, `ERR_INVALID_ARG_VALUE` or `ERR_OUT_OF_RANGE`.
+ */
+export declare class LockError extends Error {
+  constructor(code: LockErrorCode, message: string, detail?: Partial<LockError> & { cause?: unknown })
+  readonly code: LockErrorCode
+  /** `'AbortError'` for ERR_LOCK_ABORTED, else `'LockError'`. */
+  readonly name: 'LockError' | 'AbortError'
+  /** The lock key(s) concerned. */
+  key?: string
+  /** Acquisition attempts made. */
+  attempts: number
+  /** How long the current holder's lease still runs, when known (ERR_LOCK_TAKEN, ERR_LOCK_TIMEOUT). */
+  remainingMs?: number
+  /** Per-node answers of the last attempt (Redlock detail). */
+  nodes: NodeDetail[]
+  /** `withLock`: fn's result when only the release failed. */
+  result?: unknown
+}
+
+/** Settings of one acquisition. */
+export interface AcquireOptions extends NativeAcquireOptions {
+  /** Cancels the wait; the acquire then rejects with ERR_LOCK_ABORTED. */
+  signal?: AbortSignal
+  /** Called once if the lock is lost while held (ERR_LOCK_LOST). */
+  onLost?: (err: LockError, lock: Lock) => void
+}
+
+export interface Lock extends Pick<NativeLock, 'key' | 'keys' | 'token' | 'remaining' | 'held' | 'ttl' | 'attempts'> {}
+
+/** A held lock, renewed by the native watchdog until released. */
+export declare class Lock implements AsyncDisposable {
+  private constructor()
+  /** Where the lock is in its life. */
+  readonly status: 'held' | 'released' | 'lost'
+  /** Aborts, with a `LockError` of code ERR_LOCK_LOST as its reason, when the lock is lost. */
+  readonly signal: AbortSignal
+  /** The error the lock was lost with, or null. */
+  readonly lossError: LockError | null
+  /** Extends the lease to `ttl` ms from now (same token); never recreates a lost key. */
+  extend(ttl?: number): Promise<void>
+  /** Releases (watchdog first). True if it was ours; false if already released, lost or taken over. */
+  release(): Promise<boolean>
+  /** Releases on scope exit: `await using lock = await locks.acquire('k')`. */
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/** The routine run under a lock; `signal` aborts if the lock is lost. */
+export type LockedFn<T> = (signal: AbortSignal, lock: Lock) => T | PromiseLike<T>
+
+/** Key of a lock: one key, or several locked together as one lock. */
+export type LockKey = string | readonly string[]
+
+/**
+ * A Redis lock client: one shared connection per node and a native watchdog.
+ * With `nodes` of several URLs every operation runs the Redlock algorithm.
+ */
+export declare class LockClient extends EventEmitter implements AsyncDisposable {
+  constructor(options?: LockClientOptions)
+  /** `host:port` of each node. */
+  readonly nodes: string[]
+  /** True once `close()` was called. */
+  readonly closed: boolean
+  /** Takes the lock, waiting while another owner holds it (rejects ERR_LOCK_TAKEN / ERR_LOCK_TIMEOUT / ERR_LOCK_ABORTED). */
+  acquire(key: LockKey, options?: AcquireOptions): Promise<Lock>
+  /** One attempt: the Lock, or null when another owner holds it. */
+  tryAcquire(key: LockKey, options?: AcquireOptions): Promise<Lock | null>
+  /**
+   * Acquires, runs `fn(signal, lock)`, always releases. Rejects ERR_LOCK_LOST
+   * (with fn's result or error as `cause`) if the lock was lost meanwhile.
+   */
+  withLock<T>(key: LockKey, fn: LockedFn<T>, options?: AcquireOptions): Promise<Awaited<T>>
+  /** Counters since the client was created. */
+  stats(): LockStats
+  /** Stops watchdogs, releases held locks, closes connections. */
+  close(): Promise<void>
+  [Symbol.asyncDispose](): Promise<void>
+  on(event: 'lost', listener: (err: LockError, lock: Lock | undefined) => void): this
+  on(event: 'error', listener: (err: LockError) => void): this
+  on(event: string | symbol, listener: (...args: any[]) => void): this
+}
+
+/** An ioredis or node-redis client, a `LockClient`, a Redis URL, or `{ host, port, ... }`. */
+export type RedisLike = LockClient | string | { options?: object } | { host?: string; port?: number; [k: string]: unknown }
+
+/** `withLock(key, fn, options?)` on the default client (REDIS_URL, else redis://127.0.0.1:6379). */
+export declare function withLock<T>(key: LockKey, fn: LockedFn<T>, options?: AcquireOptions): Promise<Awaited<T>>
+/** `withLock(redis, key, fn, ttl = 30000)`: one attempt (ERR_LOCK_TAKEN if held), as the hand-written helper had it. */
+export declare function withLock<T>(redis: RedisLike, key: LockKey, fn: LockedFn<T>, ttl?: number): Promise<Awaited<T>>
+
+/** The hand-written lock's shape, on lockdog: one-attempt `acquire()` → boolean, native watchdog. */
+export declare class DistributedLock {
+  constructor(redis: RedisLike, key: string, ttl?: number)
+  readonly key: string
+  readonly ttl: number
+  /** The current token, or null when not held. */
+  token: string | null
+  /** The current Lock, or null. */
+  lock: Lock | null
+  /** Aborts when the lock is lost (null before acquire). */
+  readonly signal: AbortSignal | null
+  readonly held: boolean
+  /** One attempt; true when taken (renewed every ttl/3 natively until released). */
+  acquire(): Promise<boolean>
+  extend(ttl?: number): Promise<boolean>
+  /** Resolves whether the lock was still ours. */
+  release(): Promise<boolean>
+}
