@@ -139,3 +139,5 @@ export declare class DistributedLock {
   /** Resolves whether the lock was still ours. */
   release(): Promise<boolean>
 }
+
+export { Redlock, ExecutionError, ResourceLockedError } from './redlock'

@@ -3,5 +3,15 @@
 const { LockClient, Lock } = require('./lib/client')
 const { LockError } = require('./lib/errors')
 const { DistributedLock, withLock } = require('./lib/compat')
+const Redlock = require('./lib/redlock')
 
-module.exports = { LockClient, Lock, LockError, DistributedLock, withLock }
+module.exports = {
+  LockClient,
+  Lock,
+  LockError,
+  DistributedLock,
+  withLock,
+  Redlock,
+  ExecutionError: Redlock.ExecutionError,
+  ResourceLockedError: Redlock.ResourceLockedError,
+}

@@ -2,5 +2,6 @@ import { createRequire } from 'node:module'
 
 const lockdog = createRequire(import.meta.url)('./index.js')
 
-export const { LockClient, Lock, LockError, DistributedLock, withLock } = lockdog
+export const { LockClient, Lock, LockError, DistributedLock, withLock, Redlock, ExecutionError, ResourceLockedError } =
+  lockdog
 export default lockdog

@@ -39,3 +39,27 @@ async function main(): Promise<number> {
 }
 
 void main
+
+import Redlock, { ExecutionError, ResourceLockedError } from 'lockdog/redlock'
+
+async function redlockUsage(): Promise<void> {
+  const clients = [new Redis({ host: '127.0.0.1', port: 6379 }), new Redis({ host: '127.0.0.1', port: 6380 })]
+  const redlock = new Redlock(clients, { driftFactor: 0.01, retryCount: 10, retryDelay: 200, retryJitter: 100 })
+  redlock.on('error', (err) => {
+    if (err instanceof ResourceLockedError) return
+    console.error(err)
+  })
+  let lock = await redlock.acquire(['locks:order:1'], 5000)
+  lock = await lock.extend(2000)
+  const when: number = lock.expiration
+  await lock.release()
+  const out: number = await redlock.using(['a'], 1000, async (signal) => (signal.aborted ? 0 : 1))
+  try {
+    await redlock.acquire(['x'], 100)
+  } catch (e) {
+    if (e instanceof ExecutionError) console.log(e.attempts.length, e.code)
+  }
+  void when
+  void out
+}
+void redlockUsage

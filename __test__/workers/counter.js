@@ -5,8 +5,10 @@ const Redis = require('ioredis')
 
 const [url, key, rounds] = process.argv.slice(2)
 ;(async () => {
-  const locks = new LockClient({ url, ttl: 2000 })
-  const port = Number(new URL(url).port)
+  // One URL, or several comma-separated for Redlock; the counter lives on the first.
+  const urls = url.split(',')
+  const locks = new LockClient({ nodes: urls, ttl: 2000 })
+  const port = Number(new URL(urls[0]).port)
   const redis = new Redis({ host: '127.0.0.1', port })
   for (let i = 0; i < Number(rounds); i++) {
     await locks.withLock(key, async () => {

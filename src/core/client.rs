@@ -282,8 +282,9 @@ impl Inner {
 
     /// Token-checked release on every node that may hold our token (all but those
     /// that answered "held by another", whose script provably wrote nothing).
-    async fn undo(&self, keys: &[String], token: &str, answers: &[NodeAnswer]) {
-        let timeout = self.cfg.command_timeout;
+    /// Waits no longer than the attempt itself could: a release queued behind a
+    /// stalled node's SET still runs after it, in order, on the same connection.
+    async fn undo(&self, keys: &[String], token: &str, answers: &[NodeAnswer], timeout: Duration) {
         join_all(
             self.nodes
                 .iter()
@@ -348,7 +349,8 @@ impl Inner {
                     inner: self.clone(),
                 })));
             }
-            self.undo(&keys, &token, &answers).await;
+            self.undo(&keys, &token, &answers, self.cfg.node_timeout_for(spec.ttl))
+                .await;
             if t.held > 0 {
                 self.stats.contended.fetch_add(1, Ordering::Relaxed);
             }

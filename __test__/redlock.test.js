@@ -1,0 +1,302 @@
+'use strict'
+
+const { test, before, after, describe } = require('node:test')
+const assert = require('node:assert/strict')
+const Redis = require('ioredis')
+const { LockClient } = require('lockdog')
+const Redlock = require('lockdog/redlock')
+const { ExecutionError } = Redlock
+const { startRedis, inspector, runWorker, waitFor, aborted, sleep } = require('./helpers')
+
+let servers = []
+let inspectors = []
+
+async function fresh(n) {
+  // A fresh set of n nodes (some tests kill nodes).
+  await Promise.all(servers.map((s) => s.stop()))
+  inspectors.forEach((r) => r.disconnect())
+  servers = await Promise.all(Array.from({ length: n }, () => startRedis()))
+  inspectors = servers.map((s) => inspector(s))
+  return servers.map((s) => s.url)
+}
+
+async function holders(key) {
+  return Promise.all(inspectors.map((r) => r.get(key).catch(() => 'unreachable')))
+}
+
+after(async () => {
+  inspectors.forEach((r) => r.disconnect())
+  await Promise.all(servers.map((s) => s.stop()))
+})
+
+describe('LockClient with 3 nodes', () => {
+  let nodes
+  before(async () => {
+    nodes = await fresh(3)
+  })
+
+  test('acquire, extend and release run on every node', async () => {
+    const locks = new LockClient({ nodes })
+    assert.equal(locks.nodes.length, 3)
+    const lock = await locks.acquire('rl:a', { ttl: 2000 })
+    assert.deepEqual(await holders('rl:a'), [lock.token, lock.token, lock.token])
+    await lock.extend(5000)
+    for (const r of inspectors) assert.ok((await r.pttl('rl:a')) > 4000)
+    assert.equal(await lock.release(), true)
+    assert.deepEqual(await holders('rl:a'), [null, null, null])
+    await locks.close()
+  })
+
+  test('a minority paused: acquire succeeds within the node timeout, validity reduced, watchdog keeps it', async () => {
+    const locks = new LockClient({ nodes, nodeTimeout: 150 })
+    await (await locks.acquire('rl:warm')).release()
+    servers[2].pause()
+    try {
+      const ttl = 1200
+      const t0 = performance.now()
+      const lock = await locks.acquire('rl:minority', { ttl })
+      const took = performance.now() - t0
+      assert.ok(took >= 140 && took < 600, `acquire took ${took.toFixed(0)} ms`)
+      const drift = ttl * 0.01 + 2
+      assert.ok(lock.remaining <= ttl - 140 - drift + 5, `remaining ${lock.remaining.toFixed(0)} reflects the wait`)
+      await sleep(ttl * 2)
+      assert.equal(lock.held, true, 'renewed by the two live nodes')
+      const h = await Promise.all(inspectors.slice(0, 2).map((r) => r.get('rl:minority')))
+      assert.deepEqual(h, [lock.token, lock.token])
+      assert.equal(await lock.release(), true)
+    } finally {
+      servers[2].resume()
+    }
+    await waitFor(async () => (await inspectors[2].exists('rl:minority')) === 0, { what: 'paused node cleaned after resume' })
+    await locks.close()
+  })
+
+  test('a majority down: ERR_LOCK_QUORUM fast with per-node detail, nothing left on the healthy node', async () => {
+    const locks = new LockClient({ nodes, connectTimeout: 200 })
+    servers[1].pause()
+    servers[2].pause()
+    try {
+      const t0 = performance.now()
+      await assert.rejects(locks.acquire('rl:majority', { ttl: 2000 }), (e) => {
+        assert.equal(e.code, 'ERR_LOCK_QUORUM')
+        assert.equal(e.nodes.length, 3)
+        assert.equal(e.nodes[0].answer, 'ok')
+        assert.ok(['timeout', 'unreachable'].includes(e.nodes[1].answer), e.nodes[1].answer)
+        assert.match(e.message, new RegExp(`127\\.0\\.0\\.1:${servers[1].port}`))
+        return true
+      })
+      assert.ok(performance.now() - t0 < 1000)
+      assert.equal(await inspectors[0].exists('rl:majority'), 0, 'released on the healthy node')
+    } finally {
+      servers[1].resume()
+      servers[2].resume()
+    }
+    await waitFor(async () => (await inspectors[1].exists('rl:majority')) + (await inspectors[2].exists('rl:majority')) === 0,
+      { what: 'late writes on the resumed nodes released' })
+    await locks.close()
+  })
+
+  test('after a contended attempt no stray key with our token remains', async () => {
+    const locks = new LockClient({ nodes })
+    await inspectors[0].set('rl:contended', 'other', 'PX', 10000)
+    await inspectors[1].set('rl:contended', 'other', 'PX', 10000)
+    await assert.rejects(locks.acquire('rl:contended', { retryCount: 2, retryDelay: 10 }), { code: 'ERR_LOCK_TAKEN' })
+    assert.equal(await inspectors[2].exists('rl:contended'), 0, 'the free node was cleaned')
+    assert.deepEqual(await holders('rl:contended'), ['other', 'other', null])
+    await inspectors[0].del('rl:contended')
+    await inspectors[1].del('rl:contended')
+    await locks.close()
+  })
+
+  test('multi-resource locks are all or nothing on every node', async () => {
+    const locks = new LockClient({ nodes })
+    const other = await locks.acquire('mr:b')
+    await assert.rejects(locks.acquire(['mr:a', 'mr:b', 'mr:c'], { retryCount: 0 }), { code: 'ERR_LOCK_TAKEN' })
+    for (const r of inspectors) assert.equal(await r.exists('mr:a', 'mr:c'), 0)
+    await other.release()
+    const lock = await locks.acquire(['mr:a', 'mr:b', 'mr:c'])
+    for (const r of inspectors) assert.deepEqual(await r.mget('mr:a', 'mr:b', 'mr:c'), [lock.token, lock.token, lock.token])
+    await lock.extend(4000)
+    assert.equal(await lock.release(), true)
+    for (const r of inspectors) assert.equal(await r.exists('mr:a', 'mr:b', 'mr:c'), 0)
+    await locks.close()
+  })
+
+  test('a majority dies while the lock is held: the signal aborts no later than the local deadline', async () => {
+    const locks = new LockClient({ nodes, connectTimeout: 100, commandTimeout: 100 })
+    const lock = await locks.acquire('rl:dies', { ttl: 900 })
+    await sleep(100)
+    await servers[1].kill()
+    await servers[2].kill()
+    const killedAt = performance.now()
+    const deadline = killedAt + lock.remaining
+    const at = await aborted(lock.signal)
+    assert.ok(at <= deadline + 150, `aborted ${(at - deadline).toFixed(0)} ms after the deadline`)
+    assert.equal(lock.signal.reason.code, 'ERR_LOCK_LOST')
+    assert.equal(await inspectors[0].exists('rl:dies'), 0, 'released on the surviving node')
+    await locks.close()
+  })
+})
+
+describe('5 nodes', () => {
+  let nodes
+  before(async () => {
+    nodes = await fresh(5)
+  })
+
+  test('keys on all 5; two paused still acquire (3 of 5)', async () => {
+    const locks = new LockClient({ nodes, nodeTimeout: 100 })
+    const lock = await locks.acquire('five:a', { ttl: 3000 })
+    assert.equal((await holders('five:a')).filter((v) => v === lock.token).length, 5)
+    await lock.release()
+    servers[3].pause()
+    servers[4].pause()
+    try {
+      const l2 = await locks.acquire('five:b', { ttl: 3000 })
+      assert.equal((await Promise.all(inspectors.slice(0, 3).map((r) => r.get('five:b')))).filter((v) => v === l2.token).length, 3)
+      await l2.release()
+    } finally {
+      servers[3].resume()
+      servers[4].resume()
+    }
+    await locks.close()
+  })
+
+  test('mutual exclusion across processes on 5 nodes: an exact counter', async () => {
+    const workers = 3
+    const rounds = 25
+    const runs = Array.from({ length: workers }, () => runWorker('counter.js', [nodes.join(','), 'five:mx', rounds]))
+    const results = await Promise.all(runs.map((r) => r.exited))
+    for (const r of results) assert.equal(r.code, 0, r.stderr)
+    assert.equal(Number(await inspectors[0].get('five:mx:counter')), workers * rounds)
+    for (const r of inspectors) assert.equal(await r.exists('five:mx'), 0)
+  })
+})
+
+describe('the redlock package API', () => {
+  let clients
+  before(async () => {
+    await fresh(3)
+    clients = servers.map((s) => new Redis({ host: '127.0.0.1', port: s.port }))
+  })
+  after(() => clients.forEach((c) => c.disconnect()))
+
+  test('acquire / extend / release with redlock\'s shapes; keys stored as redlock stores them', async () => {
+    const redlock = new Redlock(clients, { retryCount: 3, retryDelay: 50 })
+    const t0 = Date.now()
+    let lock = await redlock.acquire(['locks:order:1'], 2000)
+    assert.deepEqual(lock.resources, ['locks:order:1'])
+    assert.ok(lock.expiration > t0 + 1900 && lock.expiration <= Date.now() + 2000)
+    assert.equal(lock.attempts.length, 1)
+    for (const c of clients) assert.equal(await c.get('locks:order:1'), lock.value)
+    const old = lock
+    lock = await lock.extend(5000)
+    assert.equal(old.expiration, 0)
+    assert.equal(lock.value, old.value)
+    assert.ok(lock.expiration > Date.now() + 4500)
+    assert.ok((await clients[0].pttl('locks:order:1')) > 4500)
+    const result = await lock.release()
+    assert.ok(Array.isArray(result.attempts))
+    for (const c of clients) assert.equal(await c.exists('locks:order:1'), 0)
+    assert.deepEqual(await old.release().then((r) => Array.isArray(r.attempts)), true, 'releasing again does not throw')
+  })
+
+  test('contention: ExecutionError with attempts and ResourceLockedError votes', async () => {
+    const redlock = new Redlock(clients, { retryCount: 2, retryDelay: 20, retryJitter: 0 })
+    const held = await redlock.acquire(['locks:busy'], 5000)
+    const e = await redlock.acquire(['locks:busy'], 1000).then(() => null, (err) => err)
+    assert.ok(e instanceof ExecutionError)
+    assert.equal(e.code, 'ERR_LOCK_TAKEN')
+    assert.equal(e.attempts.length, 3)
+    const last = await e.attempts[2]
+    assert.equal(last.membershipSize, 3)
+    assert.equal(last.quorumSize, 2)
+    assert.equal(last.votesAgainst.size, 3)
+    assert.ok([...last.votesAgainst.values()].every((v) => v instanceof Redlock.ResourceLockedError))
+    assert.ok([...last.votesAgainst.keys()].every((c) => clients.includes(c)), 'votes name the caller\'s clients')
+    await held.release()
+  })
+
+  test('no lock is handed back already expired; an expired lock releases without throwing and cannot be extended', async () => {
+    const redlock = new Redlock(clients, { retryCount: 0 })
+    const lock = await redlock.acquire(['locks:short'], 150)
+    assert.ok(lock.expiration > Date.now())
+    await waitFor(() => Date.now() > lock.expiration + 20, { what: 'expiry' })
+    await assert.rejects(lock.extend(1000), (e) => e instanceof ExecutionError)
+    const r = await lock.release()
+    assert.ok(Array.isArray(r.attempts))
+  })
+
+  test('settings survive extend', async () => {
+    const redlock = new Redlock(clients)
+    const lock = await redlock.acquire(['locks:settings'], 1000, { retryCount: 1, retryDelay: 5 })
+    const next = await lock.extend(1000)
+    assert.equal(next.settings.retryCount, 1)
+    assert.equal(next.settings.retryDelay, 5)
+    await next.release()
+  })
+
+  test('using renews natively, hands the routine a signal, settles and releases', async () => {
+    const redlock = new Redlock(clients)
+    const out = await redlock.using(['locks:using'], 300, async (signal) => {
+      await sleep(900)
+      assert.equal(signal.aborted, false)
+      for (const c of clients) assert.ok(await c.exists('locks:using'))
+      return 'finished'
+    })
+    assert.equal(out, 'finished')
+    for (const c of clients) assert.equal(await c.exists('locks:using'), 0)
+    const seen = await redlock.using(['locks:using2'], 300, {}, async (signal) => {
+      await Promise.all(clients.map((c) => c.del('locks:using2')))
+      await aborted(signal)
+      return signal.error && signal.error.code
+    })
+    assert.equal(seen, 'ERR_LOCK_LOST')
+    await assert.rejects(redlock.using(['locks:using3'], 300, async () => { throw new Error('routine failed') }), /routine failed/)
+    for (const c of clients) assert.equal(await c.exists('locks:using3'), 0)
+  })
+
+  test('on(\'error\') gets node failures; no crash without a listener', async () => {
+    const errors = []
+    const redlock = new Redlock(clients, { retryCount: 0 })
+    redlock.on('error', (e) => errors.push(e))
+    servers[2].pause()
+    try {
+      const lock = await redlock.acquire(['locks:err'], 2000)
+      await lock.release()
+      const silent = new Redlock(clients, { retryCount: 0 })
+      const l2 = await silent.acquire(['locks:err2'], 2000)
+      await l2.release()
+    } finally {
+      servers[2].resume()
+    }
+    assert.ok(errors.length >= 1)
+    assert.match(errors[0].message, new RegExp(`${servers[2].port}`))
+  })
+
+  test('the second article\'s processOrder / processLongTask code runs unchanged but for its require line', async () => {
+    const events = []
+    const w = runWorker('seed-redlock.js', [], {
+      env: { REDIS_PORTS: servers.map((s) => s.port).join(','), LONG_TASK_MS: 3000 },
+      onLine: (l) => events.push(l.event || l.text),
+    })
+    await waitFor(() => events.includes('long-start'), { what: 'the long task' })
+    let checks = 0
+    while (!events.includes('long-end')) {
+      const values = await Promise.all(clients.map((c) => c.get('locks:order:1002')))
+      if (!events.includes('long-end')) {
+        assert.ok(values.filter(Boolean).length >= 2, 'the long task keeps its lock past the 2000 ms TTL')
+        checks++
+      }
+      await sleep(100)
+    }
+    assert.ok(checks >= 20, `checked ${checks} times`)
+    const result = await w.exited
+    assert.equal(result.code, 0, result.stderr)
+    assert.ok(events.includes('获取锁成功'))
+    assert.ok(events.filter((e) => e === '锁已续期').length >= 2)
+    assert.ok(events.includes('done'))
+    assert.doesNotMatch(result.stderr, /失败|error/i)
+    for (const c of clients) assert.equal(await c.exists('locks:order:1001', 'locks:order:1002'), 0)
+  })
+})

@@ -1,0 +1,100 @@
+'use strict'
+
+// A private, frozen copy of lockdog for the whole run: the JS facade plus a release
+// build of the addon. The repository's own .node may be a debug build, or be rebuilt
+// by someone else mid-run (debug and release write the same file), so the benchmark
+// never loads it in place.
+
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const crypto = require('node:crypto')
+const { spawnSync } = require('node:child_process')
+
+const ROOT = path.resolve(__dirname, '..', '..')
+const TARGET = 'x86_64-unknown-linux-gnu'
+const NODE_FILE = 'lockdog.linux-x64-gnu.node'
+
+function isDebugBuild(file) {
+  const r = spawnSync('file', [file], { encoding: 'utf8' })
+  if (r.status === 0) return /with debug_info/.test(r.stdout)
+  return fs.statSync(file).size > 10 * 1024 * 1024
+}
+
+function newestSource() {
+  let newest = 0
+  const walk = (dir) => {
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+      const p = path.join(dir, e.name)
+      if (e.isDirectory()) walk(p)
+      else newest = Math.max(newest, fs.statSync(p).mtimeMs)
+    }
+  }
+  walk(path.join(ROOT, 'src'))
+  for (const f of ['Cargo.toml', 'Cargo.lock', 'build.rs']) {
+    try {
+      newest = Math.max(newest, fs.statSync(path.join(ROOT, f)).mtimeMs)
+    } catch {}
+  }
+  return newest
+}
+
+/** Builds the cdylib in release mode into a private target dir (never touches the repo's .node). */
+function buildRelease(log) {
+  const targetDir = process.env.BENCH_TARGET_DIR || path.join(os.tmpdir(), 'lockdog-bench-target')
+  log(`building lockdog (release) into ${targetDir} ...`)
+  const t = Date.now()
+  const r = spawnSync('cargo', ['build', '--release', '--lib', '--target', TARGET], {
+    cwd: ROOT,
+    env: { ...process.env, CARGO_TARGET_DIR: targetDir },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  })
+  if (r.status !== 0) throw new Error('cargo build --release failed')
+  log(`built in ${((Date.now() - t) / 1000).toFixed(0)} s`)
+  return path.join(targetDir, TARGET, 'release', 'liblockdog.so')
+}
+
+function sha256(file) {
+  return crypto.createHash('sha256').update(fs.readFileSync(file)).digest('hex')
+}
+
+function git(args) {
+  const r = spawnSync('git', args, { cwd: ROOT, encoding: 'utf8' })
+  return r.status === 0 ? r.stdout.trim() : null
+}
+
+/**
+ * Returns { path, source, sha256, commit, dirty } where `path` can be require()d.
+ * `mode`: 'auto' (repo .node if it is a release build newer than the sources, else build),
+ * 'build' (always build), 'repo' (use the repo's .node as it is).
+ */
+function prepareAddon({ mode = 'auto', log = console.log } = {}) {
+  const repoNode = path.join(ROOT, NODE_FILE)
+  let nodeFile
+  let source
+  const repoUsable =
+    fs.existsSync(repoNode) && !isDebugBuild(repoNode) && fs.statSync(repoNode).mtimeMs >= newestSource()
+  if (mode === 'repo' || (mode === 'auto' && repoUsable)) {
+    nodeFile = repoNode
+    source = isDebugBuild(repoNode) ? 'repository .node (DEBUG build!)' : 'repository .node (release)'
+  } else {
+    nodeFile = buildRelease(log)
+    source = 'private cargo build --release'
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lockdog-bench-addon-'))
+  for (const f of ['index.js', 'binding.js', 'package.json']) fs.copyFileSync(path.join(ROOT, f), path.join(dir, f))
+  fs.cpSync(path.join(ROOT, 'lib'), path.join(dir, 'lib'), { recursive: true })
+  fs.copyFileSync(nodeFile, path.join(dir, NODE_FILE))
+  const dirty = git(['status', '--porcelain', '--', 'src', 'lib', 'index.js', 'Cargo.toml'])
+  return {
+    path: dir,
+    source,
+    sha256: sha256(path.join(dir, NODE_FILE)),
+    bytes: fs.statSync(path.join(dir, NODE_FILE)).size,
+    commit: git(['rev-parse', '--short', 'HEAD']),
+    dirty: Boolean(dirty),
+    cleanup: () => fs.rmSync(dir, { recursive: true, force: true }),
+  }
+}
+
+module.exports = { prepareAddon, ROOT }

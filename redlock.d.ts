@@ -1,0 +1,75 @@
+// `lockdog/redlock`: the redlock v5 API on lockdog's native quorum lock.
+
+import type { EventEmitter } from 'node:events'
+import type { LockError, RedisLike } from './index'
+
+export interface Settings {
+  /** Clock drift allowance as a share of the duration. The default value is 0.01. */
+  readonly driftFactor: number
+  /** Retries after the first attempt (-1: unlimited). The default value is 10. */
+  readonly retryCount: number
+  /** Pause between attempts in ms. The default value is 200. */
+  readonly retryDelay: number
+  /** Random extra pause of 0..retryJitter ms. The default value is 100. */
+  readonly retryJitter: number
+  /** Accepted for compatibility; `using` renews natively every duration / 3. The default value is 500. */
+  readonly automaticExtensionThreshold: number
+}
+
+export interface ExecutionStats {
+  readonly membershipSize: number
+  readonly quorumSize: number
+  readonly votesFor: Set<unknown>
+  readonly votesAgainst: Map<unknown, Error>
+}
+
+export interface ExecutionResult {
+  attempts: ReadonlyArray<Promise<ExecutionStats>>
+}
+
+/** `signal.error` is set to the loss error when the lock is lost. */
+export type RedlockAbortSignal = AbortSignal & { error?: Error }
+
+/** A resource is held by another owner on a node. */
+export declare class ResourceLockedError extends Error {
+  constructor(message: string)
+}
+
+/** No quorum (or the lock is gone); `code` is a lockdog error code, `nodes` the per-node answers. */
+export declare class ExecutionError extends Error {
+  constructor(message: string, attempts?: ReadonlyArray<Promise<ExecutionStats>>)
+  readonly attempts: ReadonlyArray<Promise<ExecutionStats>>
+  /** The lockdog code: ERR_LOCK_QUORUM, ERR_LOCK_TAKEN, ERR_LOCK_TIMEOUT, ERR_LOCK_LOST, ... */
+  readonly code: LockError['code']
+  /** Per-node answers of the last attempt. */
+  readonly nodes: LockError['nodes']
+  readonly key?: string
+}
+
+export declare class Lock {
+  readonly redlock: Redlock
+  readonly resources: string[]
+  readonly value: string
+  readonly attempts: ReadonlyArray<Promise<ExecutionStats>>
+  /** Wall-clock ms when the lock's validity ends (0 once released or replaced by `extend`). */
+  expiration: number
+  release(): Promise<ExecutionResult>
+  extend(duration: number): Promise<Lock>
+}
+
+export declare class Redlock extends EventEmitter {
+  /** One client (ioredis, node-redis, URL or options) per independent Redis master. */
+  constructor(clients: Iterable<RedisLike>, settings?: Partial<Settings>, scripts?: unknown)
+  readonly clients: RedisLike[]
+  readonly settings: Settings
+  acquire(resources: string[], duration: number, settings?: Partial<Settings>): Promise<Lock>
+  release(lock: Lock, settings?: Partial<Settings>): Promise<ExecutionResult>
+  extend(existing: Lock, duration: number, settings?: Partial<Settings>): Promise<Lock>
+  using<T>(resources: string[], duration: number, settings: Partial<Settings>, routine?: (signal: RedlockAbortSignal) => Promise<T>): Promise<T>
+  using<T>(resources: string[], duration: number, routine: (signal: RedlockAbortSignal) => Promise<T>): Promise<T>
+  quit(): Promise<void>
+  on(event: 'error', listener: (err: Error) => void): this
+  on(event: string | symbol, listener: (...args: any[]) => void): this
+}
+
+export { Redlock as default }

@@ -1,0 +1,7 @@
+import { createRequire } from 'node:module'
+
+const Redlock = createRequire(import.meta.url)('./lib/redlock.js')
+
+export const { ExecutionError, ResourceLockedError, Lock } = Redlock
+export { Redlock }
+export default Redlock
