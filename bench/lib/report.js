@@ -42,8 +42,8 @@ function s1(report) {
     f(r.m.meanUs),
     f(r.m.p50Us),
     f(r.m.p99Us),
-    fl ? ratio(r.m.meanUs / fl.m.meanUs) : '–',
-    best ? ratio(r.m.meanUs / best.m.meanUs) : '–',
+    fl && r.name !== 'redis-benchmark' ? ratio(r.m.meanUs / fl.m.meanUs) : '–',
+    best && r.name !== 'redis-benchmark' ? ratio(r.m.meanUs / best.m.meanUs) : '–',
   ])
   const rb = sec['redis-benchmark']
   return [
