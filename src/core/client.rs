@@ -11,6 +11,7 @@ use futures_util::future::join_all;
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
 
+use crate::core::broken::{self, Broken};
 use crate::core::config::{lock_keys, AcquireOptions, AcquireSpec, ClientConfig};
 use crate::core::error::{ErrorCode, LockError, NodeAnswer, NodeReport, Result};
 use crate::core::lock::{LockState, NewLock, Status};
@@ -320,7 +321,10 @@ impl Inner {
                 // earlier attempt that landed without a reply still counts as ours.
                 token = uuid::Uuid::new_v4().to_string();
             }
-            let (answers, started) = self.attempt(&keys, &token, spec.ttl).await;
+            let (answers, mut started) = self.attempt(&keys, &token, spec.ttl).await;
+            if broken::mode() == Broken::LateClock {
+                started = Instant::now();
+            }
             self.report_faults(&answers);
             let t = tally(&answers);
             let elapsed = started.elapsed();
@@ -463,6 +467,12 @@ impl Inner {
     /// Ends a held lock as lost: notifies once, then releases it everywhere
     /// (token-checked, so only what is still ours goes).
     fn lose(self: &Arc<Self>, state: &Arc<LockState>, why: LockError) {
+        if broken::mode() == Broken::SwallowFailures {
+            // Broken on purpose: keep believing in the lock and keep renewing.
+            state.set_deadline(Instant::now() + state.ttl());
+            self.watchdog.watch(state.clone());
+            return;
+        }
         if !state.end_lost(why.clone()) {
             return;
         }

@@ -73,6 +73,9 @@ impl ClientConfig {
 
     /// The clock-drift allowance for a lease of `ttl`: ttl × driftFactor + 2 ms.
     pub fn drift_for(&self, ttl: Duration) -> Duration {
+        if crate::core::broken::mode() == crate::core::broken::Broken::NoDrift {
+            return Duration::ZERO;
+        }
         ttl.mul_f64(self.drift_factor) + Duration::from_millis(2)
     }
 

@@ -1,5 +1,6 @@
 //! The lock itself, free of napi: pure Rust on tokio and the redis crate.
 
+pub mod broken;
 pub mod client;
 pub mod config;
 pub mod error;

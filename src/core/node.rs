@@ -7,6 +7,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, ConnectionAddr, RedisError, Value};
 
+use crate::core::broken::{self, Broken};
 use crate::core::error::{ErrorCode, LockError, NodeAnswer, Result};
 use crate::core::scripts;
 
@@ -137,6 +138,14 @@ impl Node {
             Ok(con) => con,
             Err(answer) => return answer,
         };
+        if broken::mode() == Broken::PlainDel {
+            let mut del = redis::cmd("DEL");
+            del.arg(keys);
+            return match bounded(timeout, del.query_async::<i64>(&mut con)).await {
+                Ok(_) => NodeAnswer::Ok,
+                Err(answer) => answer,
+            };
+        }
         let mut invocation = scripts::RELEASE.key(keys);
         invocation.arg(token);
         let call = invocation.invoke_async::<i64>(&mut con);
@@ -179,9 +188,12 @@ impl Node {
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
         for r in batch {
-            pipe.cmd("EVALSHA")
-                .arg(hash)
-                .arg(r.keys.len())
+            if broken::mode() == Broken::ExtendRecreates {
+                pipe.cmd("EVAL").arg(RECREATE);
+            } else {
+                pipe.cmd("EVALSHA").arg(hash);
+            }
+            pipe.arg(r.keys.len())
                 .arg(r.keys)
                 .arg(r.token)
                 .arg(r.ttl_ms);
@@ -213,6 +225,10 @@ impl Node {
         }
     }
 }
+
+/// The broken extend of `Broken::ExtendRecreates`: sets the keys whatever they hold.
+const RECREATE: &str =
+    "for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2]) end return 1";
 
 fn is_noscript(answer: &NodeAnswer) -> bool {
     matches!(answer, NodeAnswer::ErrorReply(m) if m.starts_with("NOSCRIPT"))
