@@ -120,8 +120,7 @@ async fn extend_rearms_the_ttl_and_the_watchdog_keeps_the_new_lease() {
     let err = lock
         .extend(ms(3_000))
         .await
-        .err()
-        .expect("a released lock cannot be extended");
+        .expect_err("a released lock cannot be extended");
     assert_eq!(err.code, ErrorCode::Lost);
     assert_eq!(
         server.get(&k).await,
@@ -148,8 +147,7 @@ async fn extend_never_recreates_a_deleted_key() {
     let err = lock
         .extend(ms(10_000))
         .await
-        .err()
-        .expect("extending a deleted lock fails");
+        .expect_err("extending a deleted lock fails");
     assert_eq!(err.code, ErrorCode::Lost, "{err}");
     assert_eq!(err.key.as_deref(), Some("res"));
     assert_eq!(server.pttl(&k).await, -2, "the key is still absent");
@@ -182,8 +180,7 @@ async fn extend_of_a_foreign_key_is_lost_and_leaves_the_foreign_value() {
     let err = lock
         .extend(ms(60_000))
         .await
-        .err()
-        .expect("not ours any more");
+        .expect_err("not ours any more");
     assert_eq!(err.code, ErrorCode::Lost);
     assert_eq!(server.get(&k).await.as_deref(), Some("other"));
     let pttl = server.pttl(&k).await;
@@ -522,7 +519,7 @@ async fn close_releases_held_locks_and_refuses_new_ones() {
         .err()
         .expect("closed");
     assert_eq!(err.code, ErrorCode::Closed);
-    let err = one.extend(ms(1_000)).await.err().expect("closed");
+    let err = one.extend(ms(1_000)).await.expect_err("closed");
     assert_eq!(err.code, ErrorCode::Closed);
     locks.close().await; // a second close is a no-op
 }

@@ -1,0 +1,334 @@
+//! Redlock over three real, independent redis-servers: quorum acquisition,
+//! reduced validity with a frozen node, fast quorum failure, contention and
+//! renewal with nodes down.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use lockdog::core::lock::Status;
+use lockdog::core::{Client, ClientConfig, ErrorCode, Event, EventHook, NodeAnswer};
+use tokio_util::sync::CancellationToken;
+
+use support::{config, eventually, ms, opts, within, RedisServer};
+
+fn key(cfg: &ClientConfig, name: &str) -> String {
+    format!("{}{name}", cfg.key_prefix)
+}
+
+fn three() -> [RedisServer; 3] {
+    [
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    ]
+}
+
+/// A client whose hook records node errors as `"host:port kind"`.
+fn client_with_hook(cfg: ClientConfig) -> (Client, Arc<Mutex<Vec<String>>>) {
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let sink = seen.clone();
+    let hook: EventHook = Arc::new(move |e: Event<'_>| {
+        let line = match e {
+            Event::NodeError { node, answer } => format!("{node} {}", answer.kind()),
+            Event::Lost { id, .. } => format!("lost {id}"),
+            _ => return,
+        };
+        if let Ok(mut v) = sink.lock() {
+            v.push(line);
+        }
+    });
+    (
+        Client::new(cfg, Some(hook)).expect("valid client config"),
+        seen,
+    )
+}
+
+/// Opens the client's connection to every node (and loads the scripts).
+async fn warm_up(locks: &Client) {
+    let lock = locks
+        .acquire(
+            vec!["warm-up".into()],
+            &opts(5_000),
+            CancellationToken::new(),
+        )
+        .await
+        .expect("warm-up lock");
+    assert!(lock.release().await.expect("warm-up release"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_sets_the_key_on_every_node() {
+    let servers = three();
+    let cfg = config(&[&servers[0], &servers[1], &servers[2]]);
+    let k = key(&cfg, "res");
+    let locks = Client::new(cfg, None).expect("valid config");
+    assert_eq!(
+        locks.node_names(),
+        servers.iter().map(|s| s.name()).collect::<Vec<_>>()
+    );
+    let lock = locks
+        .acquire(vec!["res".into()], &opts(10_000), CancellationToken::new())
+        .await
+        .expect("acquired");
+    for s in &servers {
+        assert_eq!(
+            s.get(&k).await.as_deref(),
+            Some(lock.token()),
+            "{}",
+            s.name()
+        );
+        let pttl = s.pttl(&k).await;
+        assert!(
+            (9_000..=10_000).contains(&pttl),
+            "{}: PTTL {pttl}",
+            s.name()
+        );
+    }
+    // drift = 10000 × 0.01 + 2 ms
+    assert!(lock.remaining() <= ms(10_000 - 102));
+    assert!(lock.remaining() > ms(9_000));
+    assert!(lock.release().await.expect("released"));
+    for s in &servers {
+        assert_eq!(s.get(&k).await, None, "{} released", s.name());
+    }
+    locks.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_node_still_leaves_a_quorum_with_reduced_validity() {
+    let mut servers = three();
+    let cfg = config(&[&servers[0], &servers[1], &servers[2]]);
+    let k = key(&cfg, "res");
+    let (locks, seen) = client_with_hook(cfg);
+    warm_up(&locks).await;
+
+    servers[2].pause();
+    let ttl = ms(4_000);
+    // With several nodes, each gets 5% of the ttl to answer: 200 ms here.
+    let node_timeout = ms(200);
+    let drift = ms(4_000 / 100 + 2);
+    let began = Instant::now();
+    let result = locks
+        .acquire(vec!["res".into()], &opts(4_000), CancellationToken::new())
+        .await;
+    let took = began.elapsed();
+    servers[2].resume();
+    let lock = result
+        .map_err(|e| e.to_string())
+        .expect("2 of 3 is a quorum");
+    assert!(
+        took >= node_timeout && took < ms(1_000),
+        "the frozen node was waited for its node timeout only: {took:?}"
+    );
+    let remaining = lock.remaining();
+    assert!(
+        remaining <= ttl - node_timeout - drift,
+        "validity pays for the wait: {remaining:?}"
+    );
+    assert!(
+        remaining > ttl - node_timeout - drift - ms(500),
+        "validity only pays for the wait: {remaining:?}"
+    );
+    for s in &servers[..2] {
+        assert_eq!(
+            s.get(&k).await.as_deref(),
+            Some(lock.token()),
+            "{}",
+            s.name()
+        );
+    }
+    let seen = seen.lock().expect("hook mutex").clone();
+    assert_eq!(seen, [format!("{} timeout", servers[2].name())]);
+
+    assert!(lock.release().await.expect("released"));
+    // The frozen node ran the SET once resumed, then the release after it.
+    for s in &servers {
+        eventually(ms(2_000), "every node released", || async {
+            s.get(&k).await.is_none()
+        })
+        .await;
+    }
+    locks.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_down_fails_fast_with_quorum_and_leaves_no_key() {
+    let mut servers = three();
+    let cfg = config(&[&servers[0], &servers[1], &servers[2]]);
+    let k = key(&cfg, "res");
+    let (locks, seen) = client_with_hook(cfg.clone());
+    warm_up(&locks).await;
+    servers[1].kill();
+    servers[2].kill();
+
+    let mut o = opts(2_000);
+    o.wait_timeout = Some(ms(10_000));
+    let began = Instant::now();
+    let err = locks
+        .acquire(vec!["res".into()], &o, CancellationToken::new())
+        .await
+        .err()
+        .expect("1 of 3 is no quorum");
+    let took = began.elapsed();
+    assert_eq!(err.code, ErrorCode::Quorum, "{err}");
+    assert!(took < ms(1_000), "failed fast, not after waiting: {took:?}");
+    assert_eq!(err.attempts, 1, "faults are not retried");
+    assert_eq!(err.key.as_deref(), Some("res"));
+    assert_eq!(err.nodes.len(), 3);
+    assert_eq!(err.nodes[0].node, servers[0].name());
+    assert_eq!(err.nodes[0].answer, NodeAnswer::Ok);
+    for (report, server) in err.nodes[1..].iter().zip(&servers[1..]) {
+        assert_eq!(report.node, server.name());
+        assert!(report.answer.is_fault(), "{report:?}");
+        assert!(err.message.contains(&server.name()), "{}", err.message);
+    }
+    assert_eq!(
+        servers[0].get(&k).await,
+        None,
+        "the healthy node's key was undone"
+    );
+    assert!(seen.lock().expect("hook mutex").len() >= 2);
+
+    // A client that never connected fails just as fast.
+    let fresh = Client::new(cfg, None).expect("valid config");
+    let began = Instant::now();
+    let err = fresh
+        .acquire(vec!["res".into()], &o, CancellationToken::new())
+        .await
+        .err()
+        .expect("no quorum");
+    assert_eq!(err.code, ErrorCode::Quorum);
+    assert!(began.elapsed() < ms(1_500), "took {:?}", began.elapsed());
+    assert_eq!(servers[0].get(&k).await, None);
+    locks.close().await;
+    fresh.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contention_on_a_majority_is_taken_on_a_minority_is_not() {
+    let servers = three();
+    let cfg = config(&[&servers[0], &servers[1], &servers[2]]);
+    let (a, b) = (key(&cfg, "a"), key(&cfg, "b"));
+    let locks = Client::new(cfg, None).expect("valid config");
+
+    // Another owner holds "a" on two nodes: no quorum for us.
+    for s in &servers[..2] {
+        s.query::<()>(redis::cmd("SET").arg(&a).arg("other").arg("PX").arg(5_000))
+            .await;
+    }
+    let mut o = opts(5_000);
+    o.retry_count = Some(Some(0));
+    let err = locks
+        .acquire(vec!["a".into()], &o, CancellationToken::new())
+        .await
+        .err()
+        .expect("held on a majority");
+    assert_eq!(err.code, ErrorCode::Taken, "{err}");
+    let remaining = err.remaining_ms.expect("holder's PTTL");
+    assert!((4_000..=5_000).contains(&remaining), "{remaining}");
+    assert_eq!(
+        servers[2].get(&a).await,
+        None,
+        "what we set on the free node was undone"
+    );
+    for s in &servers[..2] {
+        assert_eq!(s.get(&a).await.as_deref(), Some("other"));
+    }
+
+    // Held on one node only: 2 of 3 is enough, the foreign key is left alone.
+    servers[0].set(&b, "other").await;
+    let lock = locks
+        .acquire(vec!["b".into()], &o, CancellationToken::new())
+        .await
+        .map_err(|e| e.to_string())
+        .expect("a majority is free");
+    assert_eq!(servers[0].get(&b).await.as_deref(), Some("other"));
+    for s in &servers[1..] {
+        assert_eq!(s.get(&b).await.as_deref(), Some(lock.token()));
+    }
+    assert!(lock.release().await.expect("released on a quorum"));
+    assert_eq!(servers[0].get(&b).await.as_deref(), Some("other"));
+    for s in &servers[1..] {
+        assert_eq!(s.get(&b).await, None);
+    }
+    locks.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewal_needs_a_quorum_of_nodes() {
+    let mut servers = three();
+    let mut cfg = config(&[&servers[0], &servers[1], &servers[2]]);
+    // The derived per-node budget (5% of 600 ms = 30 ms) is tight on a loaded
+    // test machine; this test is about quorum, not about slow nodes.
+    cfg.node_timeout = Some(ms(150));
+    let k = key(&cfg, "res");
+    let (locks, seen) = client_with_hook(cfg);
+    let lock = locks
+        .acquire(vec!["res".into()], &opts(600), CancellationToken::new())
+        .await
+        .expect("acquired");
+
+    // One node's key deleted: the other two keep renewing.
+    servers[0].del(&k).await;
+    // Holding past the ttl is the test.
+    tokio::time::sleep(ms(700)).await;
+    assert!(lock.is_held(), "one missing key of three does not lose it");
+    // That node dies outright: the other two still make 2 of 3.
+    servers[0].kill();
+    tokio::time::sleep(ms(700)).await;
+    assert!(lock.is_held(), "one dead node of three does not lose it");
+    for s in &servers[1..] {
+        assert_eq!(s.get(&k).await.as_deref(), Some(lock.token()));
+    }
+
+    // A second node down: no renewal can reach a quorum, validity runs out.
+    servers[1].kill();
+    let down = Instant::now();
+    within(ms(600 + 400), "loss without a quorum", lock.ended()).await;
+    assert!(
+        down.elapsed() <= ms(620),
+        "ended {:?} after",
+        down.elapsed()
+    );
+    assert_eq!(lock.status(), Status::Lost);
+    assert_eq!(lock.loss().map(|e| e.code), Some(ErrorCode::Lost));
+    let lost_line = format!("lost {}", lock.id());
+    eventually(ms(500), "the hook saw the Lost event", || async {
+        seen.lock().expect("hook mutex").contains(&lost_line)
+    })
+    .await;
+    let seen = seen.lock().expect("hook mutex").clone();
+    assert!(
+        seen.iter().any(|l| l.starts_with(&servers[0].name())),
+        "node errors reported: {seen:?}"
+    );
+    locks.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_deleted_on_a_majority_lose_the_lock() {
+    let servers = three();
+    let cfg = config(&[&servers[0], &servers[1], &servers[2]]);
+    let k = key(&cfg, "res");
+    let locks = Client::new(cfg, None).expect("valid config");
+    let mut o = opts(3_000);
+    o.renew_interval = Some(ms(100));
+    let lock = locks
+        .acquire(vec!["res".into()], &o, CancellationToken::new())
+        .await
+        .expect("acquired");
+    servers[0].del(&k).await;
+    servers[1].del(&k).await;
+    within(ms(600), "loss detection", lock.ended()).await;
+    let loss = lock.loss().expect("lost");
+    assert!(loss.message.contains("deleted"), "{}", loss.message);
+    assert_eq!(loss.nodes.len(), 3);
+    // Token-checked release after the loss clears the last node too.
+    eventually(ms(1_000), "the remaining key is released", || async {
+        servers[2].get(&k).await.is_none()
+    })
+    .await;
+    locks.close().await;
+}
