@@ -1,0 +1,3 @@
+'use strict'
+// placeholder replaced below
+module.exports = { brokenControls: async () => [], BROKEN_MODES: [], brokenEnv: () => ({}) }

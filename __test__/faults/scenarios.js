@@ -1,0 +1,551 @@
+'use strict'
+
+// The fault scenarios. Each one starts its own redis-server processes (behind
+// proxies), runs worker processes, injects its fault, and returns figures plus
+// the list of violations the checker found. `expect: 'unsafe'` marks runs where
+// the specification says the lock is NOT safe (or a broken build is loaded):
+// those pass only when the checker does report a violation.
+
+const { Cluster, now } = require('./cluster')
+const { Session, sleep, within } = require('./harness')
+const { check, percentile, ms } = require('./checker')
+
+const PREFIX = 'f:'
+const SLACK = 150 // ms of scheduling noise tolerated on timing contracts (2 cores, many processes)
+
+const T = (tier, short, full) => (tier === 'full' ? full : short)
+const drift = (ttl) => ttl * 0.01 + 2
+
+function summary(values) {
+  return { n: values.length, p50: percentile(values, 50), p99: percentile(values, 99), max: values.length ? Math.round(Math.max(...values) * 100) / 100 : null }
+}
+
+/** Stops the workers and runs every generic check. */
+async function finish(ctx, keys, { maxTtl, excuse = () => false, allowLosses = true } = {}) {
+  const { sess, cluster } = ctx
+  const stuck = await sess.stopAll()
+  const finals = await sess.finals(keys)
+  const report = check(sess.events, { base: sess.base, finals, deaths: sess.deaths, seen: cluster.tokensSeen() })
+  const orphans = await cluster.waitNoLeftovers(PREFIX, maxTtl + 1000)
+  const violations = []
+  const realOverlaps = report.overlaps.filter((o) => !excuse(o, report))
+  if (realOverlaps.length) violations.push(`overlap: ${realOverlaps.length} pair(s), longest ${Math.max(...realOverlaps.map((o) => o.ms)).toFixed(1)} ms`)
+  if (report.lostUpdates) violations.push(`lost updates: ${report.lostUpdates}`)
+  if (report.doubleWrites) violations.push(`double execution: ${report.doubleWrites} increment(s) applied more often than logged`)
+  if (report.validity.length) violations.push(`validity bound: ${report.validity.length} of ${report.bounded} lock(s) granted more than ttl − elapsed − drift (worst +${Math.max(...report.validity.map((v) => v.overBy)).toFixed(2)} ms; ${JSON.stringify(report.validity.slice(0, 2))})`)
+  if (report.writesAfterEnd.length) violations.push(`writes after belief end: ${report.writesAfterEnd.length}`)
+  const errs = report.fatal
+  if (errs.length) violations.push(`worker fatal/warning: ${errs.map((e) => e.msg || e.kind).join(' | ').slice(0, 300)}`)
+  const crashes = sess.crashes()
+  if (crashes.length) violations.push(`worker crashed: ${JSON.stringify(crashes).slice(0, 400)}`)
+  if (stuck.length) violations.push(`workers did not stop: ${stuck.join(', ')}`)
+  if (orphans.length) violations.push(`orphaned lock keys: ${orphans.length} (${JSON.stringify(orphans.slice(0, 3))})`)
+  const untyped = report.acquireErrors.filter((e) => !/^ERR_LOCK_/.test(e.code))
+  if (untyped.length) violations.push(`untyped acquire errors: ${[...new Set(untyped.map((e) => e.code))].join(', ')}`)
+  if (!allowLosses && report.losses) violations.push(`false loss: ${report.losses} lock(s) reported lost while validity remained`)
+  return { report, violations, realOverlaps, orphans }
+}
+
+function baseResult(def, topology, tier, expect) {
+  return { id: def.id, name: def.name, topology, tier, expect, violations: [], notes: [] }
+}
+
+function fill(res, fin, extra = {}) {
+  const { report } = fin
+  res.ops = report.ops
+  res.overlaps = fin.realOverlaps.length
+  res.overlapsSeen = report.overlaps.length
+  res.overlapMsMax = report.overlapMsMax
+  res.lostUpdates = report.lostUpdates
+  res.losses = report.losses
+  res.acquireErrors = report.acquireErrors.length
+  res.errorCodes = [...new Set(report.acquireErrors.map((e) => e.code))]
+  res.violations.push(...fin.violations)
+  Object.assign(res, extra)
+  return res
+}
+
+async function withCluster(n, env, fn) {
+  const cluster = await Cluster.start(n)
+  const sess = new Session(cluster, { env })
+  try {
+    return await fn({ cluster, sess })
+  } finally {
+    for (const w of sess.workers.values()) {
+      if (w.child.exitCode === null && w.child.signalCode === null) {
+        try {
+          process.kill(w.child.pid, 'SIGCONT')
+          process.kill(w.child.pid, 'SIGKILL')
+        } catch {}
+      }
+    }
+    await cluster.stop()
+  }
+}
+
+/** ms from each heal mark to the first acquire_ok after it (liveness). */
+function recoveries(sess, heals) {
+  const out = []
+  for (const h of heals) {
+    const t = BigInt(h.t)
+    const next = sess.events.find((e) => e.ev === 'acquire_ok' && BigInt(e.t) > t)
+    out.push(next ? Number(BigInt(next.t) - t) / 1e6 : Infinity)
+  }
+  return out
+}
+
+function checkLiveness(res, rec, budget) {
+  res.recoveryMs = rec.map((r) => Math.round(r))
+  for (const r of rec) if (!(r <= budget)) res.violations.push(`liveness: next acquire ${Math.round(r)} ms after the fault healed (budget ${budget} ms)`)
+}
+
+// ---------------------------------------------------------------------------
+
+const scenarios = []
+const def = (id, name, topologies, run) => scenarios.push({ id, name, topologies, run })
+
+def(1, 'baseline contention', ['single', 'redlock'], async (d, topo, tier, env) => {
+  const res = baseResult(d, topo, tier, 'safe')
+  const n = topo === 'single' ? 1 : 5
+  const keys = ['b1', 'b2', 'b3']
+  const ttls = [200, 500, 1000, 2000]
+  return withCluster(n, env, async (ctx) => {
+    const workers = 10
+    for (let i = 0; i < workers; i++) {
+      ctx.sess.spawn({ nodes: ctx.cluster.urls(), keys, ttl: ttls[i % ttls.length], holdMs: 2 + (i % 4), writes: 1 + (i % 2), duration: T(tier, 3000, 20000), api: i % 2 ? 'acquire' : 'withLock' })
+    }
+    await Promise.all([...ctx.sess.workers.values()].map((w) => within(w.exited, T(tier, 3000, 20000) + 15000)))
+    const fin = await finish(ctx, keys, { maxTtl: 2000 })
+    return fill(res, fin, { workers })
+  })
+})
+
+def(2, 'holder paused (SIGSTOP) past its TTL', ['single', 'redlock'], async (d, topo, tier, env) => {
+  const res = baseResult(d, topo, tier, 'safe')
+  const n = topo === 'single' ? 1 : 5
+  const keys = ['p']
+  const ttl = 500
+  return withCluster(n, env, async (ctx) => {
+    const { sess } = ctx
+    for (let i = 0; i < 5; i++) sess.spawn({ nodes: ctx.cluster.urls(), keys, ttl, holdMs: 80, writes: 3, duration: 60000, waitTimeout: 10000 })
+    const rounds = T(tier, 3, 8)
+    const pauses = []
+    let after = 0n
+    for (let r = 0; r < rounds; r++) {
+      const ok = await sess.waitEvent((e) => e.ev === 'acquire_ok' && BigInt(e.t) > after, 8000, { past: false })
+      if (!ok) {
+        res.violations.push('no acquisition to pause')
+        break
+      }
+      const w = sess.workers.get(ok.w)
+      const tStop = sess.signal(w, 'SIGSTOP')
+      await sleep(ttl * 2.5) // the passing of time is the scenario
+      const tCont = sess.signal(w, 'SIGCONT')
+      pauses.push({ w: ok.w, tok: ok.tok, tStop, tCont })
+      // It must learn of the loss right after it runs again.
+      await sess.waitEvent((e) => (e.ev === 'lost' || e.ev === 'release_sent') && e.tok === ok.tok, 3000)
+      after = BigInt(String(now()))
+    }
+    const fin = await finish(ctx, keys, { maxTtl: ttl })
+    // The paused holder: no write after its deadline (checked generically), belief ended,
+    // and the loss signalled once it ran again (at once: its deadline had passed).
+    const lat = []
+    for (const p of pauses) {
+      const iv = fin.report.intervals.find((i) => i.tok === p.tok)
+      const cont = ms(p.tCont, sess.base)
+      if (!iv) continue
+      if (Number.isFinite(iv.lost)) lat.push(Math.max(0, iv.lost - Math.max(cont, iv.deadline)))
+      else if (!(iv.release < cont + SLACK)) res.violations.push(`paused holder ${p.w} was never told it lost the lock`)
+      if (iv.writes.some((w) => w.t > cont && w.t > iv.deadline)) res.violations.push(`paused holder ${p.w} wrote after resuming past its deadline`)
+      if (iv.result === true) res.violations.push(`paused holder ${p.w}'s release deleted a key (release() resolved true after its lock had expired)`)
+    }
+    for (const l of lat) if (l > 500) res.violations.push(`loss signalled ${Math.round(l)} ms after the paused holder resumed`)
+    return fill(res, fin, { pauses: pauses.length, lossLatency: summary(lat) })
+  })
+})
+
+def(3, 'event loop blocked past its TTL (watchdog until maxHold)', ['single', 'redlock'], async (d, topo, tier, env) => {
+  const res = baseResult(d, topo, tier, 'safe')
+  const n = topo === 'single' ? 1 : 5
+  const ttl = 300
+  const maxHold = 1200
+  const blockMs = 2500
+  const keys = ['blk']
+  return withCluster(n, env, async (ctx) => {
+    const { sess, cluster } = ctx
+    const rounds = T(tier, 1, 3)
+    const lat = []
+    const heldFor = []
+    for (let r = 0; r < rounds; r++) {
+      const v = sess.spawn({ mode: 'hold', nodes: cluster.urls(), keys, ttl, maxHold, blockMs, holdMs: 200, writeEvery: 20 })
+      const ok = await sess.waitEvent((e) => e.ev === 'acquire_ok' && e.w === v.id, 8000)
+      if (!ok) {
+        res.violations.push('blocked holder did not acquire')
+        break
+      }
+      // Others wait for the key; they must only get it once maxHold is over.
+      const waiter = sess.spawn({ nodes: cluster.urls(), keys, ttl, holdMs: 5, duration: 60000, waitTimeout: 10000, retryDelay: 10, retryJitter: 10 })
+      const t0 = BigInt(ok.t0)
+      // Watch the key from outside while the holder's event loop is blocked.
+      let lastSeen = 0
+      const until = performance.now() + blockMs + 200
+      for (let i = 0; i < 400 && performance.now() < until; i++) {
+        const vals = await Promise.all(cluster.inspectors.map((c) => c.get(PREFIX + keys[0]).catch(() => null)))
+        const mine = vals.filter((x) => x === ok.tok).length
+        if (mine >= Math.floor(n / 2) + 1) lastSeen = Number(now() - t0) / 1e6
+        await sleep(20)
+      }
+      heldFor.push(Math.round(lastSeen))
+      if (lastSeen < Math.min(maxHold, blockMs) - ttl / 3 - SLACK) res.violations.push(`watchdog kept the key only ${Math.round(lastSeen)} ms of maxHold ${maxHold} while the loop was blocked`)
+      if (lastSeen > maxHold + SLACK) res.violations.push(`key still held ${Math.round(lastSeen)} ms after acquire, past maxHold ${maxHold}`)
+      const lost = await sess.waitEvent((e) => e.ev === 'lost' && e.tok === ok.tok, 3000)
+      const unblocked = Number(t0) / 1e6 + blockMs
+      if (!lost) res.violations.push('blocked holder never got its signal aborted')
+      else lat.push(Math.max(0, Number(BigInt(lost.t)) / 1e6 - unblocked))
+      const other = await sess.waitEvent((e) => e.ev === 'acquire_ok' && e.w === waiter.id, 3000)
+      if (!other) res.violations.push('nobody acquired after maxHold')
+      else if (Number(BigInt(other.t) - t0) / 1e6 < maxHold - drift(ttl) - 5) res.violations.push(`another holder acquired ${Number(BigInt(other.t) - t0) / 1e6} ms after the blocked one, before maxHold`)
+      await sess.waitEvent((e) => e.ev === 'done' && e.w === v.id, 5000)
+      waiter.child.stdin.write('stop\n')
+      await within(waiter.exited, 5000)
+    }
+    for (const l of lat) if (l > 500) res.violations.push(`signal aborted ${Math.round(l)} ms after the loop unblocked`)
+    const fin = await finish(ctx, keys, { maxTtl: ttl })
+    return fill(res, fin, { heldDuringBlockMs: heldFor, lossLatency: summary(lat), maxHold, blockMs, ttl })
+  })
+})
+
+def(4, 'minority of nodes paused or killed', ['redlock'], async (d, topo, tier, env) => {
+  const res = baseResult(d, topo, tier, 'safe')
+  const keys = ['m1', 'm2']
+  const ttl = 1000
+  return withCluster(5, env, async (ctx) => {
+    const { sess, cluster } = ctx
+    for (let i = 0; i < 8; i++) sess.spawn({ nodes: cluster.urls(), keys, ttl: i % 2 ? 1000 : 500, holdMs: 10, writes: 2, duration: 60000 })
+    const rounds = T(tier, 1, 4)
+    const heals = []
+    await sleep(800)
+    for (let r = 0; r < rounds; r++) {
+      const a = (2 * r) % 5
+      const b = (2 * r + 1) % 5
+      cluster.pause(a)
+      await cluster.kill(b)
+      await sleep(1500)
+      cluster.resume(a)
+      // back empty, after the longest TTL (locks taken meanwhile never counted on it)
+      await cluster.start(b)
+      heals.push(sess.mark('heal', { what: 'minority back' }))
+      await sleep(1000)
+    }
+    const fin = await finish(ctx, keys, { maxTtl: ttl })
+    fill(res, fin)
+    checkLiveness(res, recoveries(sess, heals), ttl + 40 + SLACK * 2)
+    return res
+  })
+})
+
+def(5, 'majority of nodes paused', ['single', 'redlock'], async (d, topo, tier, env) => {
+  const res = baseResult(d, topo, tier, 'safe')
+  const n = topo === 'single' ? 1 : 5
+  const keys = ['q1', 'q2']
+  const ttl = 800
+  return withCluster(n, env, async (ctx) => {
+    const { sess, cluster } = ctx
+    for (let i = 0; i < 6; i++) sess.spawn({ nodes: cluster.urls(), keys, ttl, holdMs: 150, writes: 4, duration: 60000 })
+    const rounds = T(tier, 1, 3)
+    const heals = []
+    const pausesAt = []
+    const majority = n === 1 ? [0] : [0, 1, 2]
+    for (let r = 0; r < rounds; r++) {
+      // Pause while somebody holds a lock.
+      const ok = await sess.waitEvent((e) => e.ev === 'acquire_ok' && BigInt(e.t) > BigInt(String(now())) - 50_000_000n, 5000, { past: false })
+      if (!ok) res.violations.push('nobody held a lock to pause under')
+      const p = sess.mark('fault', { what: 'majority paused' })
+      for (const i of majority) cluster.nodes[i].pause()
+      pausesAt.push(ms(p.t, sess.base))
+      await sleep(ttl * 2)
+      for (const i of majority) cluster.nodes[i].resume()
+      heals.push(sess.mark('heal', { what: 'majority resumed' }))
+      await sleep(1500)
+    }
+    const fin = await finish(ctx, keys, { maxTtl: ttl })
+    fill(res, fin)
+    // Every holder whose validity reached past the pause was told: lost signal, or a typed release failure.
+    const lat = []
+    let told = 0
+    for (const iv of fin.report.intervals) {
+      for (const p of pausesAt) {
+        if (iv.start < p && iv.release > p + 50 && iv.deadline > p) {
+          if (Number.isFinite(iv.lost)) {
+            told++
+            lat.push(iv.lost - iv.deadline)
+          } else if (typeof iv.result === 'string' && /^ERR_LOCK_/.test(iv.result)) told++
+          else res.violations.push(`holder ${iv.w} (${iv.k}) held across the pause and was never told (release: ${iv.result})`)
+        }
+      }
+    }
+    const codes = new Set(fin.report.acquireErrors.map((e) => e.code))
+    if (![...codes].some((c) => c === 'ERR_LOCK_QUORUM' || c === 'ERR_LOCK_CONNECTION')) res.violations.push(`no typed quorum/connection failure while the majority was paused (codes: ${[...codes].join(', ')})`)
+    for (const l of lat) if (l > SLACK * 2) res.violations.push(`loss signalled ${Math.round(l)} ms after the local deadline`)
+    checkLiveness(res, recoveries(sess, heals), ttl + 40 + 1000 + SLACK * 2)
+    res.holdersTold = told
+    res.lossLatency = summary(lat)
+    return res
+  })
+})
+
+async function restartRun(d, topo, tier, env, delayed) {
+  const res = baseResult(d, topo, tier, delayed ? 'safe' : 'unsafe')
+  res.name = `${d.name} — ${delayed ? 'restarted after the longest TTL' : 'restarted empty at once'}`
+  const n = topo === 'single' ? 1 : 5
+  const keys = ['r']
+  const ttl = 1500
+  return withCluster(n, env, async (ctx) => {
+    const { sess, cluster } = ctx
+    const rounds = T(tier, 1, 3)
+    for (let r = 0; r < rounds; r++) {
+      // Redlock: A gets exactly a quorum (nodes 0,1,2); nodes 3 and 4 refuse it.
+      if (n === 5) for (const i of [3, 4]) { cluster.proxies[i].refuse(true); cluster.proxies[i].cut() }
+      const a = sess.spawn({ mode: 'hold', nodes: cluster.urls(), keys, ttl, holdMs: 2500, writeEvery: 15, connectTimeout: 200 })
+      const ok = await sess.waitEvent((e) => e.ev === 'acquire_ok' && e.w === a.id, 8000)
+      if (n === 5) for (const i of [3, 4]) cluster.proxies[i].refuse(false)
+      if (!ok) {
+        res.violations.push(`holder A did not acquire: ${JSON.stringify(sess.events.filter((e) => e.w === a.id).slice(-2))}`)
+        break
+      }
+      const victim = n === 5 ? 2 : 0
+      await cluster.kill(victim)
+      if (delayed) await sleep(ttl + 300) // the passing of time is the scenario
+      await cluster.start(victim)
+      const b = sess.spawn({ mode: 'hold', nodes: cluster.urls(), keys, ttl, holdMs: 600, writeEvery: 15, waitTimeout: 10000, retryDelay: 10, retryJitter: 10 })
+      await sess.waitEvent((e) => e.ev === 'done' && e.w === b.id, 15000)
+      await sess.waitEvent((e) => e.ev === 'done' && e.w === a.id, 15000)
+    }
+    const fin = await finish(ctx, keys, { maxTtl: ttl })
+    fill(res, fin)
+    return res
+  })
+}
+
+def(6, 'node killed and restarted', ['single', 'redlock'], async (d, topo, tier, env) => [
+  await restartRun(d, topo, tier, env, false),
+  await restartRun(d, topo, tier, env, true),
+])
+
+def(7, 'latency near the TTL through the proxy', ['single'], async (d, topo, tier, env) => {
+  const res = baseResult(d, topo, tier, 'safe')
+  const keys = ['lat']
+  const ttl = 400
+  return withCluster(1, env, async (ctx) => {
+    const { sess, cluster } = ctx
+    const phase = T(tier, 2500, 8000)
+    // Slow clients reach the node through the proxy (replies delayed); fast ones go direct.
+    for (let i = 0; i < 3; i++) sess.spawn({ nodes: cluster.urls(), keys, ttl, holdMs: 60, writes: 2, duration: 60000, retryCount: 0, commandTimeout: 2000, errorBackoff: 10 })
+    for (let i = 0; i < 3; i++) sess.spawn({ nodes: cluster.urls({ direct: true }), keys, ttl, holdMs: 3, writes: 1, duration: 60000, retryDelay: 5, retryJitter: 5 })
+    const slow = new Set([...sess.workers.keys()].slice(0, 3))
+    const grants = []
+    // Over the TTL: every slow acquisition must be refused.
+    cluster.proxies[0].setLatency(ttl + 30, 'down')
+    const over = sess.mark('phase', { latency: ttl + 30 })
+    await sleep(phase)
+    // Just under ttl − drift: granted only with the little validity that is left.
+    const near = ttl - drift(ttl) - 25
+    cluster.proxies[0].setLatency(near, 'down')
+    const under = sess.mark('phase', { latency: near })
+    await sleep(phase)
+    cluster.proxies[0].setLatency(0)
+    const end = sess.mark('phase', { latency: 0 })
+    await sleep(300)
+    const fin = await finish(ctx, keys, { maxTtl: ttl })
+    fill(res, fin)
+    const tOver = ms(over.t, sess.base) + 50
+    const tUnder = ms(under.t, sess.base)
+    const tEnd = ms(end.t, sess.base)
+    for (const iv of fin.report.intervals) {
+      if (!slow.has(iv.w)) continue
+      if (iv.tA > tOver && iv.tA < tUnder - ttl) res.violations.push(`granted a lock through ${ttl + 30} ms latency (ttl ${ttl}): validity ${(iv.firstDeadline - iv.start).toFixed(1)} ms`)
+      if (iv.tA > tUnder + 50 && iv.tA < tEnd) grants.push(iv.firstDeadline - iv.start)
+    }
+    const refused = fin.report.acquireErrors.filter((e) => slow.has(e.w) && e.code === 'ERR_LOCK_TIMEOUT').length
+    res.slowGrantsNearTtl = grants.length
+    res.slowValidityMs = summary(grants)
+    res.refusedTooLate = refused
+    if (refused === 0) res.violations.push('no acquisition was refused as too late while latency exceeded the TTL')
+    return res
+  })
+})
+
+def(8, 'SCRIPT FLUSH and node restarts mid-run', ['single', 'redlock'], async (d, topo, tier, env) => {
+  const res = baseResult(d, topo, tier, 'safe')
+  const n = topo === 'single' ? 1 : 5
+  const keys = ['s1', 's2']
+  const ttl = 800
+  return withCluster(n, env, async (ctx) => {
+    const { sess, cluster } = ctx
+    for (let i = 0; i < 8; i++) sess.spawn({ nodes: cluster.urls(), keys, ttl, holdMs: 4, writes: 2, duration: 60000, api: i % 2 ? 'acquire' : 'withLock' })
+    const heals = []
+    const total = T(tier, 5000, 20000)
+    const start = performance.now()
+    let restarts = 0
+    let flushes = 0
+    let nextRestart = start + 1200
+    for (let i = 0; i < 400 && performance.now() - start < total; i++) {
+      await Promise.all(cluster.inspectors.map((c) => c.script('FLUSH').catch(() => {})))
+      flushes++
+      if (performance.now() >= nextRestart) {
+        const node = restarts % n
+        if (n === 1) {
+          // Single node: an empty restart is only safe after the longest TTL.
+          await cluster.kill(node)
+          await sleep(ttl + 200)
+          await cluster.start(node)
+        } else {
+          await cluster.restart(node) // one node at a time, spaced by more than a lock's life
+        }
+        heals.push(sess.mark('heal', { what: 'node back' }))
+        restarts++
+        nextRestart = performance.now() + 1800
+      }
+      await sleep(250)
+    }
+    const fin = await finish(ctx, keys, { maxTtl: ttl })
+    fill(res, fin, { flushes, restarts })
+    checkLiveness(res, recoveries(sess, heals), ttl + 40 + 1000 + SLACK * 2)
+    return res
+  })
+})
+
+def(9, 'lock key deleted under the holder', ['single', 'redlock'], async (d, topo, tier, env) => {
+  const res = baseResult(d, topo, tier, 'safe')
+  const n = topo === 'single' ? 1 : 5
+  const keys = ['d1', 'd2']
+  const ttl = 600
+  const renew = ttl / 3
+  const window = renew + SLACK
+  return withCluster(n, env, async (ctx) => {
+    const { sess, cluster } = ctx
+    for (let i = 0; i < 6; i++) sess.spawn({ nodes: cluster.urls(), keys, ttl, holdMs: 200, writes: 4, duration: 60000, retryDelay: 10, retryJitter: 10 })
+    const rounds = T(tier, 4, 15)
+    const dels = []
+    for (let r = 0; r < rounds; r++) {
+      const since = now()
+      const ok = await sess.waitEvent((e) => e.ev === 'acquire_ok' && BigInt(e.t) > since, 5000, { past: false })
+      if (!ok) break
+      await sleep(30)
+      // Delete it on a majority (all of one node): the holder's token, nobody else's.
+      const targets = n === 1 ? [0] : [0, 1, 2]
+      let deleted = 0
+      for (const i of targets) {
+        const c = cluster.inspectors[i]
+        deleted += await c.eval("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0", 1, PREFIX + ok.k, ok.tok)
+      }
+      if (deleted >= targets.length) dels.push({ tok: ok.tok, w: ok.w, t: sess.mark('fault', { what: 'DEL', tok: ok.tok }).t })
+      await sleep(600)
+    }
+    const victims = new Map(dels.map((x) => [x.tok, ms(x.t, sess.base)]))
+    // An overlap is the deletion's doing, not the lock's, while the victim is still
+    // within one renew interval of it; past that it is a violation.
+    const excuse = (o, report) => {
+      for (const tok of [o.a, o.b]) {
+        if (!victims.has(tok)) continue
+        const iv = report.intervals.find((i) => i.tok === tok)
+        if (iv && iv.end <= victims.get(tok) + window) return true
+      }
+      return false
+    }
+    const fin = await finish(ctx, keys, { maxTtl: ttl, excuse })
+    fill(res, fin)
+    const lat = []
+    for (const [tok, tDel] of victims) {
+      const iv = fin.report.intervals.find((i) => i.tok === tok)
+      if (!iv) continue
+      if (Number.isFinite(iv.lost)) lat.push(iv.lost - tDel)
+      if (iv.end > tDel + window) res.violations.push(`holder ${iv.w} still believed ${Math.round(iv.end - tDel)} ms after its key was deleted (limit: renew interval ${renew} + ${SLACK} ms)`)
+    }
+    res.deletions = dels.length
+    res.lossLatency = summary(lat)
+    if (dels.length === 0) res.violations.push('no key was deleted under a holder')
+    return res
+  })
+})
+
+def(10, 'connection churn (CLIENT KILL, proxy cuts)', ['single', 'redlock'], async (d, topo, tier, env) => {
+  const res = baseResult(d, topo, tier, 'safe')
+  const n = topo === 'single' ? 1 : 5
+  const keys = ['c1', 'c2']
+  const ttl = 600
+  return withCluster(n, env, async (ctx) => {
+    const { sess, cluster } = ctx
+    for (let i = 0; i < 8; i++) sess.spawn({ nodes: cluster.urls(), keys, ttl, holdMs: 20, writes: 2, duration: 60000 })
+    const total = T(tier, 4000, 20000)
+    const start = performance.now()
+    let kills = 0
+    for (let i = 0; i < 300 && performance.now() - start < total; i++) {
+      if (i % 2 === 0) await Promise.all(cluster.inspectors.map((c) => c.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes').catch(() => {})))
+      else cluster.proxies.forEach((p) => p.cut())
+      kills++
+      await sleep(200 + Math.floor(Math.random() * 150))
+    }
+    const heal = sess.mark('heal', { what: 'churn stopped' })
+    await sleep(500)
+    const fin = await finish(ctx, keys, { maxTtl: ttl, allowLosses: false })
+    fill(res, fin, { kills })
+    checkLiveness(res, recoveries(sess, [heal]), ttl + 40 + SLACK * 2)
+    return res
+  })
+})
+
+def(11, 'holder SIGTERM and SIGKILL', ['single', 'redlock'], async (d, topo, tier, env) => {
+  const res = baseResult(d, topo, tier, 'safe')
+  const n = topo === 'single' ? 1 : 5
+  const keys = ['t']
+  const ttl = 1000
+  const budget = { SIGTERM: 40 + SLACK * 2, SIGKILL: ttl + 40 + SLACK * 2 }
+  return withCluster(n, env, async (ctx) => {
+    const { sess, cluster } = ctx
+    const next = {}
+    const rounds = T(tier, 1, 3)
+    for (let r = 0; r < rounds; r++) {
+      for (const sig of ['SIGTERM', 'SIGKILL']) {
+        const h = sess.spawn({ mode: 'hold', nodes: cluster.urls(), keys, ttl, holdMs: 30000, writeEvery: 20 })
+        const ok = await sess.waitEvent((e) => e.ev === 'acquire_ok' && e.w === h.id, 8000)
+        if (!ok) {
+          res.violations.push(`holder did not acquire (${sig})`)
+          continue
+        }
+        const waiter = sess.spawn({ mode: 'hold', nodes: cluster.urls(), keys, ttl, holdMs: 50, writeEvery: 10, waitTimeout: 10000, retryDelay: 20, retryJitter: 20 })
+        await sess.waitEvent((e) => e.ev === 'attempt' && e.w === waiter.id, 8000)
+        await sleep(300) // the waiter is now retrying against the held key
+        const t = sess.signal(h, sig)
+        const got = await sess.waitEvent((e) => e.ev === 'acquire_ok' && e.w === waiter.id, 8000)
+        const gap = got ? Number(BigInt(got.t) - BigInt(t)) / 1e6 : Infinity
+        ;(next[sig] = next[sig] || []).push(Math.round(gap))
+        if (!(gap <= budget[sig])) res.violations.push(`next acquire ${Math.round(gap)} ms after ${sig} (budget ${budget[sig]} ms)`)
+        await within(h.exited, 3000)
+        await sess.waitEvent((e) => e.ev === 'done' && e.w === waiter.id, 5000)
+      }
+    }
+    const fin = await finish(ctx, keys, { maxTtl: ttl })
+    return fill(res, fin, { nextAcquireMs: next })
+  })
+})
+
+/** Runs scenario `id` on each of its topologies (or just `topology`). Returns result rows. */
+async function runScenario(id, { tier = 'short', env = {}, topology } = {}) {
+  const d = scenarios.find((s) => s.id === id)
+  if (!d) throw new Error(`no scenario ${id}`)
+  const rows = []
+  for (const topo of d.topologies) {
+    if (topology && topo !== topology) continue
+    const t0 = performance.now()
+    const out = await d.run(d, topo, tier, env)
+    for (const row of [].concat(out)) {
+      row.seconds = Math.round((performance.now() - t0) / 100) / 10
+      row.pass = row.expect === 'safe' ? row.violations.length === 0 : row.violations.some((v) => /^overlap|^lost updates|^validity|still believed|never told/.test(v))
+      rows.push(row)
+    }
+  }
+  return rows
+}
+
+module.exports = { scenarios, runScenario, PREFIX, SLACK }
