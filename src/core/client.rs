@@ -348,10 +348,16 @@ impl Inner {
                 self.stats.held.fetch_add(1, Ordering::Relaxed);
                 self.watchdog.start(self);
                 self.watchdog.watch(state.clone());
-                return Ok(Lock(Arc::new(LockHandle {
+                let lock = Lock(Arc::new(LockHandle {
                     state,
                     inner: self.clone(),
-                })));
+                }));
+                if self.ensure_open().is_err() {
+                    // close() ran while this lock was being registered: give it back.
+                    let _ = lock.release().await;
+                    return Err(LockError::closed());
+                }
+                return Ok(lock);
             }
             self.undo(&keys, &token, &answers, self.cfg.node_timeout_for(spec.ttl))
                 .await;
@@ -483,6 +489,7 @@ impl Inner {
             id: state.id,
             error: &why,
         });
+        state.notify_ended();
         let inner = self.clone();
         let state = state.clone();
         tokio::spawn(async move {
@@ -533,6 +540,7 @@ impl Inner {
             .collect();
         let shortest = ttls.iter().min().copied().unwrap_or_default();
         let timeout = self.cfg.node_timeout_for(shortest);
+        let generations: Vec<u64> = batch.iter().map(|s| s.generation()).collect();
         let per_node = join_all(
             self.nodes
                 .iter()
@@ -545,8 +553,13 @@ impl Inner {
             for (j, a) in answers.iter().enumerate() {
                 faulted[j] |= a.is_fault();
             }
-            let renewed = self.settle_renewal(state, &answers, started, ttls[i]);
-            self.watchdog.done(state.id, renewed);
+            let renewed = if state.generation() == generations[i] {
+                self.settle_renewal(state, &answers, started, ttls[i])
+            } else {
+                // A manual extend replaced the lease while this renewal was in flight.
+                true
+            };
+            self.watchdog.done(state.id, renewed, started);
         }
         // One event per failing node per batch, not one per lock.
         for (j, node) in self.nodes.iter().enumerate() {
@@ -576,10 +589,20 @@ impl Inner {
         }
         let t = tally(answers);
         let deadline = started + ttl.saturating_sub(self.cfg.drift_for(ttl));
-        if t.ok >= self.quorum() && deadline > Instant::now() {
-            state.set_deadline(deadline.max(state.deadline()));
-            self.stats.renewed.fetch_add(1, Ordering::Relaxed);
-            return true;
+        if t.ok >= self.quorum() {
+            // Each PEXPIRE replaces the key's TTL, so the new deadline replaces the old one.
+            state.set_deadline(deadline);
+            if deadline > Instant::now() {
+                self.stats.renewed.fetch_add(1, Ordering::Relaxed);
+                return true;
+            }
+            let label = state.names.join(", ");
+            let why = lost(
+                &label,
+                "its renewal was answered too late to leave any validity",
+            );
+            self.lose(state, why);
+            return false;
         }
         if t.not_held + t.held > self.nodes.len() - self.quorum() {
             let label = state.names.join(", ");
@@ -740,6 +763,18 @@ impl Lock {
                 return Err(state.loss().unwrap_or_else(|| lost(&label, "it was lost")))
             }
         }
+        let allowance = inner.cfg.drift_for(ttl);
+        if ttl <= allowance {
+            return Err(LockError::out_of_range(
+                "ttl",
+                &format!(
+                    "longer than its clock-drift allowance ({} ms)",
+                    allowance.as_millis()
+                ),
+                ttl.as_millis(),
+            ));
+        }
+        state.next_generation();
         let started = Instant::now();
         let renewal = [Renewal {
             keys: &state.keys,
@@ -760,22 +795,30 @@ impl Lock {
         inner.report_faults(&answers);
         let t = tally(&answers);
         let deadline = started + ttl.saturating_sub(inner.cfg.drift_for(ttl));
-        if t.ok >= inner.quorum() && deadline > Instant::now() && state.status() == Status::Held {
-            let every = if state.renew_every() < ttl {
-                (ttl / 3).max(Duration::from_millis(1))
-            } else {
-                state.renew_every()
-            };
-            state.set_ttl(ttl, every.min(ttl / 3).max(Duration::from_millis(1)));
-            state.set_deadline(deadline);
-            inner.watchdog.reschedule(state.id);
-            inner.stats.renewed.fetch_add(1, Ordering::Relaxed);
-            return Ok(());
-        }
         if state.status() != Status::Held {
             return Err(state
                 .loss()
                 .unwrap_or_else(|| lost(&label, "it was released")));
+        }
+        if t.ok >= inner.quorum() {
+            // The keys now carry the new TTL whatever we do: the deadline follows them.
+            state.set_deadline(deadline);
+            if deadline <= Instant::now() {
+                let why = lost(
+                    &label,
+                    "the extension was answered too late to leave any validity",
+                );
+                inner.lose(state, why.clone());
+                return Err(why);
+            }
+            let every = state
+                .renew_every()
+                .min(ttl / 3)
+                .max(Duration::from_millis(1));
+            state.set_ttl(ttl, every);
+            inner.watchdog.reschedule(state.id);
+            inner.stats.renewed.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
         }
         if t.not_held > inner.nodes.len() - inner.quorum() {
             let why = lost(

@@ -46,6 +46,9 @@ pub struct LockState {
     ttl_ms: AtomicU64,
     renew_every_ms: AtomicU64,
     deadline_ns: AtomicU64,
+    /// Bumped by every manual extend, so a renewal sent before it cannot bring
+    /// back the lease it replaced.
+    generation: AtomicU64,
     status: AtomicU8,
     ended: CancellationToken,
     loss: Mutex<Option<LockError>>,
@@ -80,6 +83,7 @@ impl LockState {
             ttl_ms: AtomicU64::new(n.ttl.as_millis() as u64),
             renew_every_ms: AtomicU64::new(n.renew_every.as_millis() as u64),
             deadline_ns: AtomicU64::new(to_ns(n.deadline)),
+            generation: AtomicU64::new(0),
             status: AtomicU8::new(HELD),
             ended: CancellationToken::new(),
             loss: Mutex::new(None),
@@ -115,6 +119,15 @@ impl LockState {
         self.deadline().saturating_duration_since(Instant::now())
     }
 
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// A new lease replaces the old one (manual extend).
+    pub fn next_generation(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
     pub fn ttl(&self) -> Duration {
         Duration::from_millis(self.ttl_ms.load(Ordering::Relaxed))
     }
@@ -141,13 +154,17 @@ impl LockState {
     }
 
     /// Moves from `Held` to `Lost`, keeping why; false if it had already ended.
+    /// Waiters on [`LockState::ended`] are woken by [`LockState::notify_ended`],
+    /// once the loss has been counted and reported.
     pub fn end_lost(&self, why: LockError) -> bool {
         if let Ok(mut slot) = self.loss.lock() {
             if slot.is_none() && self.status() == Status::Held {
                 *slot = Some(why);
             }
         }
-        self.end(LOST)
+        self.status
+            .compare_exchange(HELD, LOST, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 
     fn end(&self, to: u8) -> bool {
@@ -159,6 +176,10 @@ impl LockState {
             self.ended.cancel();
         }
         won
+    }
+
+    pub fn notify_ended(&self) {
+        self.ended.cancel();
     }
 
     /// Why the lock was lost, once it was.

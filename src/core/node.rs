@@ -20,6 +20,7 @@ pub struct Node {
     connect_timeout: Duration,
     current: RwLock<Option<ConnectionManager>>,
     connecting: tokio::sync::Mutex<()>,
+    closed: std::sync::atomic::AtomicBool,
 }
 
 /// What one node needs for a renewal inside a batch.
@@ -70,6 +71,7 @@ impl Node {
             connect_timeout,
             current: RwLock::new(None),
             connecting: tokio::sync::Mutex::new(()),
+            closed: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -85,6 +87,9 @@ impl Node {
         let _one_at_a_time = self.connecting.lock().await;
         if let Some(con) = self.cached() {
             return Ok(con);
+        }
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(NodeAnswer::Unreachable("the client is closed".into()));
         }
         let open = ConnectionManager::new_with_config(self.client.clone(), self.config.clone());
         let con = match tokio::time::timeout(self.connect_timeout, open).await {
@@ -103,8 +108,11 @@ impl Node {
         Ok(con)
     }
 
-    /// Drops the shared connection; its socket closes once in-flight calls finish.
+    /// Drops the shared connection for good; its socket closes once in-flight
+    /// calls finish.
     pub fn disconnect(&self) {
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Release);
         if let Ok(mut slot) = self.current.write() {
             *slot = None;
         }

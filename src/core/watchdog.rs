@@ -134,14 +134,18 @@ impl Watchdog {
         (batch, expired, next_wake)
     }
 
-    /// Records a batch's outcome for one lock: `Some(ok)` schedules the next
-    /// renewal (a full interval after success, soon after a failure).
-    pub fn done(&self, id: u64, renewed: bool) {
+    /// Records a batch's outcome for one lock: the next renewal is a full
+    /// interval after the batch was sent if it worked, soon if it did not.
+    pub fn done(&self, id: u64, renewed: bool, sent_at: Instant) {
         if let Ok(mut entries) = self.entries.lock() {
             if let Some(e) = entries.get_mut(&id) {
                 e.in_flight = false;
                 let every = e.state.renew_every();
-                e.next_renew = Instant::now() + if renewed { every } else { quick_retry(every) };
+                e.next_renew = if renewed {
+                    sent_at + every
+                } else {
+                    Instant::now() + quick_retry(every)
+                };
             }
         }
     }
