@@ -1,3 +1,79 @@
 'use strict'
-// placeholder replaced below
-module.exports = { brokenControls: async () => [], BROKEN_MODES: [], brokenEnv: () => ({}) }
+
+// Negative controls: the same scenarios against the deliberately broken lock
+// variants (cargo feature `broken-modes`, src/core/broken.rs). Each must be
+// caught: a suite that passes them all tests nothing. The variant is built once
+// into target/faults-broken (never over ./lockdog.linux-x64-gnu.node) and loaded
+// by the workers through NAPI_RS_NATIVE_LIBRARY_PATH; each worker checks in
+// /proc/self/maps that this file is the addon it really loaded.
+
+const fs = require('node:fs')
+const path = require('node:path')
+const { spawnSync } = require('node:child_process')
+const { runScenario } = require('./scenarios')
+
+const ROOT = path.join(__dirname, '..', '..')
+const TARGET = path.join(ROOT, 'target', 'faults-broken')
+const NODE_FILE = path.join(TARGET, 'node', 'lockdog.linux-x64-gnu.node')
+
+/** Each broken mode and the scenario that exposes it. */
+const BROKEN_MODES = [
+  { mode: 'plain-del', scenario: 2, topology: 'single', why: 'a holder paused past its TTL releases with a plain DEL, deleting the next holder\'s key' },
+  { mode: 'extend-recreates', scenario: 9, topology: 'single', why: 'the key deleted under the holder is recreated by its renewal: it is never told' },
+  { mode: 'no-drift', scenario: 7, topology: 'single', why: 'locks granted without the clock-drift allowance (validity bound)' },
+  { mode: 'late-clock', scenario: 7, topology: 'single', why: 'validity counted from the reply: through latency the lock outlives its key' },
+  { mode: 'swallow-failures', scenario: 9, topology: 'single', why: 'renewal failures swallowed: a holder whose key was deleted is never told' },
+  { mode: 'swallow-failures', scenario: 5, topology: 'redlock', why: 'majority paused: holders are never told' },
+]
+
+/** Builds the broken-modes variant if it is missing or older than the sources. */
+function ensureBrokenBuild({ log = console.log } = {}) {
+  const srcNewest = newest(path.join(ROOT, 'src'))
+  if (fs.existsSync(NODE_FILE) && fs.statSync(NODE_FILE).mtimeMs >= srcNewest) return NODE_FILE
+  log(`building the broken-modes variant into ${path.relative(ROOT, TARGET)} (once; cached after)...`)
+  const napi = path.join(ROOT, 'node_modules', '@napi-rs', 'cli', 'dist', 'cli.js')
+  const r = spawnSync(process.execPath, [napi, 'build', '--platform', '--features', 'broken-modes', '--output-dir', path.join(TARGET, 'node'), '--js', 'false', '--dts', 'false'], {
+    cwd: ROOT,
+    env: { ...process.env, CARGO_TARGET_DIR: TARGET },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    encoding: 'utf8',
+    timeout: 15 * 60 * 1000,
+  })
+  if (r.status !== 0 || !fs.existsSync(NODE_FILE)) throw new Error(`broken-modes build failed:\n${(r.stderr || '').slice(-3000)}`)
+  fs.utimesSync(NODE_FILE, new Date(), new Date())
+  return NODE_FILE
+}
+
+function newest(dir) {
+  let m = 0
+  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name)
+    m = Math.max(m, e.isDirectory() ? newest(p) : fs.statSync(p).mtimeMs)
+  }
+  return m
+}
+
+function brokenEnv(mode) {
+  return { NAPI_RS_NATIVE_LIBRARY_PATH: ensureBrokenBuild(), LOCKDOG_BROKEN: mode }
+}
+
+/** Runs every (or one) broken-mode control; rows pass when the checker caught the mode. */
+async function brokenControls({ tier = 'short', only = null } = {}) {
+  const rows = []
+  for (const b of BROKEN_MODES) {
+    if (only && b.mode !== only) continue
+    const got = await runScenario(b.scenario, { tier, env: brokenEnv(b.mode), topology: b.topology })
+    for (const r of got) {
+      r.expect = 'unsafe'
+      r.broken = b.mode
+      r.why = b.why
+      r.id = `B:${b.scenario}`
+      r.name = `broken ${b.mode} → scenario ${b.scenario} (${r.name})`
+      r.pass = r.violations.some((v) => /^overlap|^lost updates|^validity|still believed|never told/.test(v))
+      rows.push(r)
+    }
+  }
+  return rows
+}
+
+module.exports = { BROKEN_MODES, brokenControls, brokenEnv, ensureBrokenBuild, NODE_FILE }

@@ -26,6 +26,17 @@ process.on('unhandledRejection', (e) => {
 })
 process.on('warning', (w) => out('warning', { msg: String(w && w.stack ? w.stack : w) }))
 
+if (process.env.NAPI_RS_NATIVE_LIBRARY_PATH) {
+  // The loader falls back to the normal addon if the override fails to load:
+  // make sure the file asked for is the one mapped into this process.
+  require('lockdog')
+  const maps = require('node:fs').readFileSync('/proc/self/maps', 'utf8')
+  if (!maps.includes(require('node:path').resolve(process.env.NAPI_RS_NATIVE_LIBRARY_PATH))) {
+    out('fatal', { kind: 'override', msg: `NAPI_RS_NATIVE_LIBRARY_PATH=${process.env.NAPI_RS_NATIVE_LIBRARY_PATH} was not loaded` })
+    process.exit(4)
+  }
+}
+
 const locks = new LockClient({
   nodes: cfg.nodes,
   keyPrefix: cfg.keyPrefix || 'f:',
