@@ -33,7 +33,9 @@ class Cluster {
   }
 
   #inspector(port) {
-    return new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 1, enableOfflineQueue: true, lazyConnect: false, retryStrategy: () => 50 })
+    const r = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 1, enableOfflineQueue: true, lazyConnect: false, retryStrategy: () => 50 })
+    r.on('error', () => {}) // nodes are killed on purpose
+    return r
   }
 
   /** URLs workers use: through the proxies (default) or straight to the servers. */
