@@ -11,3 +11,18 @@ pub use cancel::CancelHandle;
 pub use client::NativeClient;
 pub use lock::NativeLock;
 pub use options::{AcquireOptions, LockClientOptions, LockStats};
+
+/// lockdog's tokio runtime: one worker thread. Every lock operation is a short
+/// wait on a socket; a second worker only adds cross-thread wake-ups (measured
+/// with `node bench/run.js --scenario 1,2`).
+#[napi_derive::module_init]
+fn init() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("lockdog")
+        .enable_all()
+        .build();
+    if let Ok(runtime) = runtime {
+        napi::bindgen_prelude::create_custom_tokio_runtime(runtime);
+    }
+}

@@ -11,11 +11,11 @@ use crate::core::error::LockError;
 
 static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
 
-fn to_ns(at: Instant) -> u64 {
+pub(crate) fn to_ns(at: Instant) -> u64 {
     u64::try_from(at.saturating_duration_since(*EPOCH).as_nanos()).unwrap_or(u64::MAX)
 }
 
-fn from_ns(ns: u64) -> Instant {
+pub(crate) fn from_ns(ns: u64) -> Instant {
     *EPOCH + Duration::from_nanos(ns)
 }
 

@@ -3,7 +3,7 @@
 //! It also ends a lock whose local deadline passes without a successful renewal.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -11,7 +11,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::client::Inner;
-use crate::core::lock::{LockState, Status};
+use crate::core::lock::{to_ns, LockState, Status};
 
 struct Entry {
     state: Arc<LockState>,
@@ -23,6 +23,8 @@ struct Entry {
 pub struct Watchdog {
     entries: Mutex<HashMap<u64, Entry>>,
     wake: Arc<Notify>,
+    /// When the scheduler plans to look next; a new entry due earlier wakes it.
+    planned_ns: AtomicU64,
     started: AtomicBool,
     stop: CancellationToken,
 }
@@ -51,6 +53,7 @@ impl Watchdog {
 
     pub fn watch(&self, state: Arc<LockState>) {
         let next_renew = Instant::now() + state.renew_every();
+        let due = to_ns(next_renew.min(state.deadline()));
         if let Ok(mut entries) = self.entries.lock() {
             entries.insert(
                 state.id,
@@ -61,7 +64,11 @@ impl Watchdog {
                 },
             );
         }
-        self.wake.notify_one();
+        // Waking the scheduler for every acquire would cost a task switch each;
+        // only an entry due before its planned wake-up needs it.
+        if due < self.planned_ns.load(Ordering::Acquire) {
+            self.wake.notify_one();
+        }
     }
 
     pub fn unwatch(&self, id: u64) {
@@ -131,6 +138,12 @@ impl Watchdog {
         for s in &expired {
             entries.remove(&s.id);
         }
+        let planned = if batch.is_empty() && expired.is_empty() {
+            to_ns(next_wake)
+        } else {
+            0 // a batch or a loss is being handled: the loop comes round again soon
+        };
+        self.planned_ns.store(planned, Ordering::Release);
         (batch, expired, next_wake)
     }
 
