@@ -23,13 +23,35 @@ const BROKEN_MODES = [
   { mode: 'no-drift', scenario: 7, topology: 'single', why: 'locks granted without the clock-drift allowance (validity bound)' },
   { mode: 'late-clock', scenario: 7, topology: 'single', why: 'validity counted from the reply: through latency the lock outlives its key' },
   { mode: 'swallow-failures', scenario: 9, topology: 'single', why: 'renewal failures swallowed: a holder whose key was deleted is never told' },
-  { mode: 'swallow-failures', scenario: 5, topology: 'redlock', why: 'majority paused: holders are never told' },
+  { mode: 'swallow-failures', scenario: 5, topology: 'redlock', why: 'majority paused: holders are never told', fullOnly: true },
 ]
 
-/** Builds the broken-modes variant if it is missing or older than the sources. */
+const STAMP = `${NODE_FILE}.sources`
+
+/** A digest of what the addon is built from. */
+function sourcesDigest() {
+  const h = require('node:crypto').createHash('sha256')
+  const files = []
+  const walk = (d) => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+      const p = path.join(d, e.name)
+      if (e.isDirectory()) walk(p)
+      else files.push(p)
+    }
+  }
+  walk(path.join(ROOT, 'src'))
+  for (const f of [...files.sort(), path.join(ROOT, 'Cargo.toml'), path.join(ROOT, 'Cargo.lock'), path.join(ROOT, 'build.rs')]) {
+    if (!fs.existsSync(f)) continue
+    h.update(path.relative(ROOT, f))
+    h.update(fs.readFileSync(f))
+  }
+  return h.digest('hex')
+}
+
+/** Builds the broken-modes variant if it is missing or was built from other sources. */
 function ensureBrokenBuild({ log = console.log } = {}) {
-  const srcNewest = newest(path.join(ROOT, 'src'))
-  if (fs.existsSync(NODE_FILE) && fs.statSync(NODE_FILE).mtimeMs >= srcNewest) return NODE_FILE
+  const digest = sourcesDigest()
+  if (fs.existsSync(NODE_FILE) && fs.existsSync(STAMP) && fs.readFileSync(STAMP, 'utf8') === digest) return NODE_FILE
   log(`building the broken-modes variant into ${path.relative(ROOT, TARGET)} (once; cached after)...`)
   const napi = path.join(ROOT, 'node_modules', '@napi-rs', 'cli', 'dist', 'cli.js')
   const r = spawnSync(process.execPath, [napi, 'build', '--platform', '--features', 'broken-modes', '--output-dir', path.join(TARGET, 'node'), '--js', 'false', '--dts', 'false'], {
@@ -40,17 +62,8 @@ function ensureBrokenBuild({ log = console.log } = {}) {
     timeout: 15 * 60 * 1000,
   })
   if (r.status !== 0 || !fs.existsSync(NODE_FILE)) throw new Error(`broken-modes build failed:\n${(r.stderr || '').slice(-3000)}`)
-  fs.utimesSync(NODE_FILE, new Date(), new Date())
+  fs.writeFileSync(STAMP, digest)
   return NODE_FILE
-}
-
-function newest(dir) {
-  let m = 0
-  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
-    const p = path.join(dir, e.name)
-    m = Math.max(m, e.isDirectory() ? newest(p) : fs.statSync(p).mtimeMs)
-  }
-  return m
 }
 
 function brokenEnv(mode) {
@@ -62,6 +75,7 @@ async function brokenControls({ tier = 'short', only = null } = {}) {
   const rows = []
   for (const b of BROKEN_MODES) {
     if (only && b.mode !== only) continue
+    if (b.fullOnly && tier !== 'full') continue
     const got = await runScenario(b.scenario, { tier, env: brokenEnv(b.mode), topology: b.topology })
     for (const r of got) {
       r.expect = 'unsafe'
@@ -75,5 +89,8 @@ async function brokenControls({ tier = 'short', only = null } = {}) {
   }
   return rows
 }
+
+// `node __test__/faults/broken.js --build`: build (or confirm) the variant, e.g. in CI before `npm test`.
+if (require.main === module && process.argv[2] === '--build') console.log(ensureBrokenBuild())
 
 module.exports = { BROKEN_MODES, brokenControls, brokenEnv, ensureBrokenBuild, NODE_FILE }

@@ -34,7 +34,7 @@ function args() {
 
 function line(r) {
   const lat = r.lossLatency && r.lossLatency.n ? `${r.lossLatency.p50}/${r.lossLatency.p99}` : '–'
-  return `${r.pass ? 'PASS' : 'FAIL'} ${String(r.id).padEnd(9)} ${r.topology.padEnd(8)} ${(r.expect || '').padEnd(7)} ops=${r.ops ?? '–'} overlaps=${r.overlapsSeen ?? r.overlaps ?? '–'} lostUpdates=${r.lostUpdates ?? '–'} lossLatency p50/p99=${lat} ms  ${r.name}${r.broken ? ` [broken: ${r.broken}]` : ''}${r.violations.length ? `\n      ${r.violations.join('\n      ')}` : ''}`
+  return `${r.pass ? 'PASS' : 'FAIL'} ${String(r.id).padEnd(9)} ${r.topology.padEnd(8)} ${(r.expect || '').padEnd(7)} ops=${r.ops ?? '–'} overlaps=${r.overlapsSeen ?? r.overlaps ?? '–'} lostUpdates=${r.lostUpdates ?? '–'} lossLatency p50/p99=${lat} ms  ${r.name}${r.broken ? ` [broken: ${r.broken}]` : ''}${r.violations.length ? `\n      ${r.violations.join('\n      ')}` : ''}${r.notes && r.notes.length ? `\n      note: ${r.notes.join('\n      note: ')}` : ''}`
 }
 
 async function main() {

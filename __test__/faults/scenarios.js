@@ -103,7 +103,8 @@ function checkLiveness(res, rec, budget) {
 // ---------------------------------------------------------------------------
 
 const scenarios = []
-const def = (id, name, topologies, run) => scenarios.push({ id, name, topologies, run })
+// `short`: the topologies the short tier (CI, under the runner's 120 s per file) runs.
+const def = (id, name, topologies, run, short = topologies) => scenarios.push({ id, name, topologies, run, short })
 
 def(1, 'baseline contention', ['single', 'redlock'], async (d, topo, tier, env) => {
   const res = baseResult(d, topo, tier, 'safe')
@@ -113,7 +114,7 @@ def(1, 'baseline contention', ['single', 'redlock'], async (d, topo, tier, env) 
   return withCluster(n, env, async (ctx) => {
     const workers = 10
     for (let i = 0; i < workers; i++) {
-      ctx.sess.spawn({ nodes: ctx.cluster.urls(), keys, ttl: ttls[i % ttls.length], holdMs: 2 + (i % 4), writes: 1 + (i % 2), duration: T(tier, 3000, 20000), api: i % 2 ? 'acquire' : 'withLock' })
+      ctx.sess.spawn({ nodes: ctx.cluster.urls(), keys, ttl: ttls[i % ttls.length], holdMs: 2 + (i % 4), writes: 1 + (i % 2), duration: T(tier, 2000, 20000), api: i % 2 ? 'acquire' : 'withLock' })
     }
     await Promise.all([...ctx.sess.workers.values()].map((w) => within(w.exited, T(tier, 3000, 20000) + 15000)))
     const fin = await finish(ctx, keys, { maxTtl: 2000 })
@@ -129,7 +130,7 @@ def(2, 'holder paused (SIGSTOP) past its TTL', ['single', 'redlock'], async (d, 
   return withCluster(n, env, async (ctx) => {
     const { sess } = ctx
     for (let i = 0; i < 5; i++) sess.spawn({ nodes: ctx.cluster.urls(), keys, ttl, holdMs: 80, writes: 3, duration: 60000, waitTimeout: 10000 })
-    const rounds = T(tier, 3, 8)
+    const rounds = T(tier, 2, 8)
     const pauses = []
     let after = 0n
     for (let r = 0; r < rounds; r++) {
@@ -163,7 +164,7 @@ def(2, 'holder paused (SIGSTOP) past its TTL', ['single', 'redlock'], async (d, 
     for (const l of lat) if (l > 500) res.violations.push(`loss signalled ${Math.round(l)} ms after the paused holder resumed`)
     return fill(res, fin, { pauses: pauses.length, lossLatency: summary(lat) })
   })
-})
+}, ['single'])
 
 def(3, 'event loop blocked past its TTL (watchdog until maxHold)', ['single', 'redlock'], async (d, topo, tier, env) => {
   const res = baseResult(d, topo, tier, 'safe')
@@ -214,7 +215,7 @@ def(3, 'event loop blocked past its TTL (watchdog until maxHold)', ['single', 'r
     const fin = await finish(ctx, keys, { maxTtl: ttl })
     return fill(res, fin, { heldDuringBlockMs: heldFor, lossLatency: summary(lat), maxHold, blockMs, ttl })
   })
-})
+}, ['single'])
 
 def(4, 'minority of nodes paused or killed', ['redlock'], async (d, topo, tier, env) => {
   const res = baseResult(d, topo, tier, 'safe')
@@ -294,7 +295,7 @@ def(5, 'majority of nodes paused', ['single', 'redlock'], async (d, topo, tier, 
     res.lossLatency = summary(lat)
     return res
   })
-})
+}, ['redlock'])
 
 async function restartRun(d, topo, tier, env, delayed) {
   const res = baseResult(d, topo, tier, delayed ? 'safe' : 'unsafe')
@@ -332,7 +333,7 @@ async function restartRun(d, topo, tier, env, delayed) {
 def(6, 'node killed and restarted', ['single', 'redlock'], async (d, topo, tier, env) => [
   await restartRun(d, topo, tier, env, false),
   await restartRun(d, topo, tier, env, true),
-])
+], ['redlock'])
 
 def(7, 'latency near the TTL through the proxy', ['single'], async (d, topo, tier, env) => {
   const res = baseResult(d, topo, tier, 'safe')
@@ -340,7 +341,7 @@ def(7, 'latency near the TTL through the proxy', ['single'], async (d, topo, tie
   const ttl = 400
   return withCluster(1, env, async (ctx) => {
     const { sess, cluster } = ctx
-    const phase = T(tier, 2500, 8000)
+    const phase = T(tier, 2000, 8000)
     // Slow clients reach the node through the proxy (replies delayed); fast ones go direct.
     for (let i = 0; i < 3; i++) sess.spawn({ nodes: cluster.urls(), keys, ttl, holdMs: 60, writes: 2, duration: 60000, retryCount: 0, commandTimeout: 2000, errorBackoff: 10 })
     // (the fast ones pause between locks, so the slow ones find the key free often)
@@ -387,7 +388,7 @@ def(8, 'SCRIPT FLUSH and node restarts mid-run', ['single', 'redlock'], async (d
     const { sess, cluster } = ctx
     for (let i = 0; i < 8; i++) sess.spawn({ nodes: cluster.urls(), keys, ttl, holdMs: 4, writes: 2, duration: 60000, api: i % 2 ? 'acquire' : 'withLock' })
     const heals = []
-    const total = T(tier, 5000, 20000)
+    const total = T(tier, 4000, 20000)
     const start = performance.now()
     let restarts = 0
     let flushes = 0
@@ -416,7 +417,7 @@ def(8, 'SCRIPT FLUSH and node restarts mid-run', ['single', 'redlock'], async (d
     checkLiveness(res, recoveries(sess, heals), ttl + 40 + 1000 + SLACK * 2)
     return res
   })
-})
+}, ['redlock'])
 
 def(9, 'lock key deleted under the holder', ['single', 'redlock'], async (d, topo, tier, env) => {
   const res = baseResult(d, topo, tier, 'safe')
@@ -428,7 +429,7 @@ def(9, 'lock key deleted under the holder', ['single', 'redlock'], async (d, top
   return withCluster(n, env, async (ctx) => {
     const { sess, cluster } = ctx
     for (let i = 0; i < 6; i++) sess.spawn({ nodes: cluster.urls(), keys, ttl, holdMs: 200, writes: 4, duration: 60000, retryDelay: 10, retryJitter: 10 })
-    const rounds = T(tier, 4, 15)
+    const rounds = T(tier, 3, 15)
     const dels = []
     for (let r = 0; r < rounds; r++) {
       const since = now()
@@ -486,7 +487,7 @@ def(9, 'lock key deleted under the holder', ['single', 'redlock'], async (d, top
     if (dels.length === 0) res.violations.push('no key was deleted under a holder')
     return res
   })
-})
+}, ['single'])
 
 def(10, 'connection churn (CLIENT KILL, proxy cuts)', ['single', 'redlock'], async (d, topo, tier, env) => {
   const res = baseResult(d, topo, tier, 'safe')
@@ -496,7 +497,7 @@ def(10, 'connection churn (CLIENT KILL, proxy cuts)', ['single', 'redlock'], asy
   return withCluster(n, env, async (ctx) => {
     const { sess, cluster } = ctx
     for (let i = 0; i < 8; i++) sess.spawn({ nodes: cluster.urls(), keys, ttl, holdMs: 20, writes: 2, duration: 60000 })
-    const total = T(tier, 4000, 20000)
+    const total = T(tier, 3000, 20000)
     const start = performance.now()
     let kills = 0
     for (let i = 0; i < 300 && performance.now() - start < total; i++) {
@@ -512,7 +513,7 @@ def(10, 'connection churn (CLIENT KILL, proxy cuts)', ['single', 'redlock'], asy
     checkLiveness(res, recoveries(sess, [heal]), ttl + 40 + SLACK * 2)
     return res
   })
-})
+}, ['redlock'])
 
 def(11, 'holder SIGTERM and SIGKILL', ['single', 'redlock'], async (d, topo, tier, env) => {
   const res = baseResult(d, topo, tier, 'safe')
@@ -547,14 +548,14 @@ def(11, 'holder SIGTERM and SIGKILL', ['single', 'redlock'], async (d, topo, tie
     const fin = await finish(ctx, keys, { maxTtl: ttl })
     return fill(res, fin, { nextAcquireMs: next })
   })
-})
+}, ['single'])
 
 /** Runs scenario `id` on each of its topologies (or just `topology`). Returns result rows. */
 async function runScenario(id, { tier = 'short', env = {}, topology } = {}) {
   const d = scenarios.find((s) => s.id === id)
   if (!d) throw new Error(`no scenario ${id}`)
   const rows = []
-  for (const topo of d.topologies) {
+  for (const topo of tier === 'short' && !topology ? d.short : d.topologies) {
     if (topology && topo !== topology) continue
     const t0 = performance.now()
     const out = await d.run(d, topo, tier, env)
