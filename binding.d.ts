@@ -25,8 +25,17 @@ export declare class NativeClient {
    * Arguments are checked synchronously (the call throws before any I/O).
    */
   acquire(keys: Array<string>, options?: AcquireOptions | undefined | null, cancel?: CancelHandle | undefined | null): Promise<NativeLock>
+  /** Reads a lock key on every node without changing it. */
+  inspect(key: string): Promise<LockInspection>
+  /**
+   * Deletes the key on every node whoever holds it (unsafe: the holder is not
+   * told). Resolves on how many nodes it existed.
+   */
+  forceRelease(key: string): Promise<number>
   /** Stops every watchdog, releases every held lock and closes the connections. */
   close(): Promise<void>
+  /** Whether renewal batches are reported as `'renewed'` events (for tracing). */
+  set renewEvents(on: boolean)
   /** True once `close()` was called. */
   get closed(): boolean
   /** `host:port` of each node, in order (never with credentials). */
@@ -60,6 +69,13 @@ export declare class NativeLock {
   get status(): string
   /** The lease length in ms that renewals restore. */
   get ttl(): number
+  /**
+   * The fencing token of this acquisition (client option `fencing`), or null:
+   * strictly larger for every later holder of the key, for as long as the node
+   * keeps its acknowledged writes. Send it with writes and let the resource
+   * refuse older ones.
+   */
+  get fence(): number | null
   /** How many attempts the acquisition took. */
   get attempts(): number
   /** Why the lock was lost (a JSON error payload), or null. */
@@ -136,6 +152,12 @@ export interface LockClientOptions {
    * (ttl × driftFactor + 2 ms). The default value is 0.01.
    */
   driftFactor?: number
+  /**
+   * Hand out fencing tokens (`lock.fence`): the acquire script also increments a
+   * counter per lock key (`{key}:fence`, same hash slot), kept in Redis for good.
+   * The default value is `false`.
+   */
+  fencing?: boolean
   /** Lease length in ms; the watchdog renews it every `ttl / 3`. The default value is 30000. */
   ttl?: number
   /**
@@ -158,6 +180,18 @@ export interface LockClientOptions {
   renewInterval?: number
   /** Whether the native watchdog renews locks until released. The default value is `true`. */
   autoRenew?: boolean
+}
+
+/** What `inspect(key)` found, without changing anything. */
+export interface LockInspection {
+  /** True when a quorum of nodes holds the key with one value. */
+  held: boolean
+  /** The holder's remaining TTL in ms (the shortest among the quorum), or null. */
+  remainingMs?: number
+  /** The holder's token, masked to its first 8 characters, or null. */
+  holder?: string
+  /** The key's fence counter (the last token handed out), or null. */
+  fence?: number
 }
 
 /** Counters of a client since it was created. */

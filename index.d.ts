@@ -5,11 +5,24 @@ import type { EventEmitter } from 'node:events'
 import type {
   AcquireOptions as NativeAcquireOptions,
   LockClientOptions,
+  LockInspection,
   LockStats,
   NativeLock,
 } from './binding'
 
 export type { LockClientOptions, LockStats }
+
+/** What `LockClient#inspect` found; absent values are null. */
+export interface Inspection {
+  /** True when a quorum of nodes holds the key with one value. */
+  held: LockInspection['held']
+  /** The holder's remaining TTL in ms (the shortest among the quorum). */
+  remainingMs: number | null
+  /** The holder's token, masked to its first 8 characters. */
+  holder: string | null
+  /** The key's fence counter (the last token handed out). */
+  fence: number | null
+}
 
 /** Stable codes of `LockError`. */
 export type LockErrorCode =
@@ -59,7 +72,7 @@ export interface AcquireOptions extends NativeAcquireOptions {
   onLost?: (err: LockError, lock: Lock) => void
 }
 
-export interface Lock extends Pick<NativeLock, 'key' | 'keys' | 'token' | 'remaining' | 'held' | 'ttl' | 'attempts'> {}
+export interface Lock extends Pick<NativeLock, 'key' | 'keys' | 'token' | 'remaining' | 'held' | 'ttl' | 'attempts' | 'fence'> {}
 
 /** A held lock, renewed by the native watchdog until released. */
 export declare class Lock implements AsyncDisposable {
@@ -105,6 +118,10 @@ export declare class LockClient extends EventEmitter implements AsyncDisposable 
   withLock<T>(key: LockKey, fn: LockedFn<T>, options?: AcquireOptions): Promise<Awaited<T>>
   /** Counters since the client was created. */
   stats(): LockStats
+  /** Reads a lock key on every node without changing it. */
+  inspect(key: string): Promise<Inspection>
+  /** UNSAFE, for operators: deletes the key on every node whoever holds it. Resolves on how many nodes it existed. */
+  forceRelease(key: string): Promise<number>
   /** Stops watchdogs, releases held locks, closes connections. */
   close(): Promise<void>
   [Symbol.asyncDispose](): Promise<void>

@@ -1,11 +1,20 @@
 'use strict'
 
 const { EventEmitter } = require('node:events')
+const diagnostics = require('node:diagnostics_channel')
 const { NativeClient, CancelHandle } = require('../binding.js')
 const { LockError, fromNative, invalidType } = require('./errors')
 const { keyList, assertFunction, pick, ACQUIRE, ACQUIRE_JS, CLIENT } = require('./validate')
 
 const kLock = Symbol('lockdog.lock')
+
+/** `diagnostics_channel` publications, for tracing tools. */
+const channels = {
+  acquire: diagnostics.channel('lockdog:acquire'),
+  release: diagnostics.channel('lockdog:release'),
+  renew: diagnostics.channel('lockdog:renew'),
+  lost: diagnostics.channel('lockdog:lost'),
+}
 
 function rethrowLater(err) {
   process.nextTick(() => {
@@ -63,6 +72,10 @@ class Lock {
   get attempts() {
     return this.#native.attempts
   }
+  /** The fencing token (client option `fencing`), or null. */
+  get fence() {
+    return this.#native.fence
+  }
   /** The `LockError` (ERR_LOCK_LOST) the lock was lost with, or null. */
   get lossError() {
     if (this.#loss) return this.#loss
@@ -107,8 +120,13 @@ class Lock {
    * and is gone now, false if it was already released, lost or taken over.
    */
   release() {
-    return this.#native.release().catch((e) => {
+    const released = this.#native.release().catch((e) => {
       throw fromNative(e)
+    })
+    if (!channels.release.hasSubscribers) return released
+    return released.then((ok) => {
+      channels.release.publish({ key: this.key, keys: this.keys, token: this.token, released: ok })
+      return ok
     })
   }
 
@@ -150,6 +168,16 @@ class LockClient extends EventEmitter {
     }
   }
 
+  #renewTraced = false
+
+  #traceRenewals() {
+    const on = channels.renew.hasSubscribers
+    if (on !== this.#renewTraced) {
+      this.#renewTraced = on
+      this.#native.renewEvents = on
+    }
+  }
+
   #onEvent(kind, id, payload) {
     try {
       if (kind === 'lost') {
@@ -158,7 +186,10 @@ class LockClient extends EventEmitter {
         this.#live.delete(id)
         const lock = ref && ref.deref()
         if (lock) lock._lost(err)
+        if (channels.lost.hasSubscribers) channels.lost.publish({ key: err.key, error: err, lock })
         if (this.listenerCount('lost') > 0) this.emit('lost', err, lock)
+      } else if (kind === 'renewed') {
+        if (channels.renew.hasSubscribers) channels.renew.publish({ client: this, count: id })
       } else if (kind === 'error' && this.listenerCount('error') > 0) {
         const p = JSON.parse(payload)
         const code = p.answer === 'error' ? 'ERR_LOCK_REDIS' : 'ERR_LOCK_CONNECTION'
@@ -182,6 +213,33 @@ class LockClient extends EventEmitter {
   /** Counters since the client was created. */
   stats() {
     return this.#native.stats()
+  }
+
+  /**
+   * Reads a lock key on every node without changing it: `{ held, remainingMs,
+   * holder (masked token), fence }`.
+   */
+  inspect(key) {
+    keyList(key)
+    if (typeof key !== 'string') throw invalidType('key', 'of type string', key)
+    return this.#native.inspect(key).then(
+      (i) => ({ held: i.held, remainingMs: i.remainingMs ?? null, holder: i.holder ?? null, fence: i.fence ?? null }),
+      (e) => {
+        throw fromNative(e)
+      },
+    )
+  }
+
+  /**
+   * UNSAFE, for operators: deletes the lock key on every node whoever holds it.
+   * The holder is not told and may still be working. Resolves on how many nodes it existed.
+   */
+  forceRelease(key) {
+    keyList(key)
+    if (typeof key !== 'string') throw invalidType('key', 'of type string', key)
+    return this.#native.forceRelease(key).catch((e) => {
+      throw fromNative(e)
+    })
   }
 
   /**
@@ -233,6 +291,10 @@ class LockClient extends EventEmitter {
         const lock = new Lock(native, onLost)
         this.#live.set(native.id, new WeakRef(lock))
         this.#gone.register(lock, native.id)
+        if (channels.acquire.hasSubscribers) {
+          channels.acquire.publish({ key: lock.key, keys: lock.keys, token: lock.token, attempts: lock.attempts, fence: lock.fence })
+        }
+        this.#traceRenewals()
         return lock
       },
       (e) => {

@@ -71,6 +71,7 @@ const CLIENT = {
   commandTimeout: 'number',
   nodeTimeout: 'number',
   driftFactor: 'number',
+  fencing: 'boolean',
 }
 
 module.exports = { keyList, assertFunction, pick, ACQUIRE, ACQUIRE_JS, CLIENT }

@@ -25,6 +25,13 @@ async function main(): Promise<number> {
   await dl.release()
   locks.on('lost', (err, l) => console.log(err.code, l?.key))
   const stats: LockStats = locks.stats()
+  const found = await locks.inspect('k')
+  const fenceSeen: number | null = found.fence
+  const removed: number = await locks.forceRelease('k')
+  const fence: number | null = lock.fence
+  void fenceSeen
+  void removed
+  void fence
   try {
     await locks.acquire('k')
   } catch (e) {

@@ -1,3 +1,4 @@
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use napi::bindgen_prelude::*;
@@ -7,7 +8,7 @@ use napi_derive::napi;
 use crate::binding::cancel::CancelHandle;
 use crate::binding::errors::to_napi;
 use crate::binding::lock::NativeLock;
-use crate::binding::options::{AcquireOptions, LockClientOptions, LockStats};
+use crate::binding::options::{AcquireOptions, LockClientOptions, LockInspection, LockStats};
 use crate::core::{self as core, Event, EventHook};
 
 /// `(kind, lockId, payload)`: `'lost'` with the error as JSON, or `'error'` with
@@ -25,13 +26,21 @@ type EventCallback = ThreadsafeFunction<
 #[napi]
 pub struct NativeClient {
     core: core::Client,
+    renew_events: Arc<AtomicBool>,
 }
 
-fn hook(callback: EventCallback) -> EventHook {
+fn hook(callback: EventCallback, renew_events: Arc<AtomicBool>) -> EventHook {
     let callback = Arc::new(callback);
     Arc::new(move |event: Event<'_>| {
         let args = match event {
             Event::Lost { id, error } => ("lost".to_string(), id as f64, error.to_json()),
+            Event::Renewed { count } => {
+                // Only when someone traces renewals: each call costs the JS thread.
+                if !renew_events.load(Ordering::Relaxed) {
+                    return;
+                }
+                ("renewed".to_string(), count as f64, String::new())
+            }
             Event::NodeError { node, answer } => (
                 "error".to_string(),
                 0.0,
@@ -57,8 +66,10 @@ impl NativeClient {
         on_event: Option<EventCallback>,
     ) -> Result<Self> {
         let cfg = options.unwrap_or_default().to_core().map_err(to_napi)?;
-        let core = core::Client::new(cfg, on_event.map(hook)).map_err(to_napi)?;
-        Ok(NativeClient { core })
+        let renew_events = Arc::new(AtomicBool::new(false));
+        let hook = on_event.map(|cb| hook(cb, renew_events.clone()));
+        let core = core::Client::new(cfg, hook).map_err(to_napi)?;
+        Ok(NativeClient { core, renew_events })
     }
 
     /// Takes the lock on `keys` as one lock, waiting as the options allow.
@@ -84,6 +95,35 @@ impl NativeClient {
         })
     }
 
+    /// Reads a lock key on every node without changing it.
+    #[napi(ts_return_type = "Promise<LockInspection>")]
+    pub fn inspect<'env>(
+        &self,
+        env: &'env Env,
+        key: String,
+    ) -> Result<PromiseRaw<'env, LockInspection>> {
+        let client = self.core.clone();
+        env.spawn_future(async move {
+            let found = client.inspect(&key).await.map_err(to_napi)?;
+            Ok(LockInspection::from(found))
+        })
+    }
+
+    /// Deletes the key on every node whoever holds it (unsafe: the holder is not
+    /// told). Resolves on how many nodes it existed.
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn force_release<'env>(
+        &self,
+        env: &'env Env,
+        key: String,
+    ) -> Result<PromiseRaw<'env, u32>> {
+        let client = self.core.clone();
+        env.spawn_future(async move {
+            let n = client.force_release(&key).await.map_err(to_napi)?;
+            Ok(u32::try_from(n).unwrap_or(u32::MAX))
+        })
+    }
+
     /// Stops every watchdog, releases every held lock and closes the connections.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
@@ -92,6 +132,12 @@ impl NativeClient {
             client.close().await;
             Ok(())
         })
+    }
+
+    /// Whether renewal batches are reported as `'renewed'` events (for tracing).
+    #[napi(setter)]
+    pub fn set_renew_events(&self, on: bool) {
+        self.renew_events.store(on, Ordering::Relaxed);
     }
 
     /// True once `close()` was called.

@@ -69,6 +69,15 @@ impl NativeLock {
         self.lock.ttl().as_millis() as f64
     }
 
+    /// The fencing token of this acquisition (client option `fencing`), or null:
+    /// strictly larger for every later holder of the key, for as long as the node
+    /// keeps its acknowledged writes. Send it with writes and let the resource
+    /// refuse older ones.
+    #[napi(getter)]
+    pub fn fence(&self) -> Option<f64> {
+        self.lock.fence().map(|f| f as f64)
+    }
+
     /// How many attempts the acquisition took.
     #[napi(getter)]
     pub fn attempts(&self) -> u32 {

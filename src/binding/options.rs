@@ -33,6 +33,10 @@ pub struct LockClientOptions {
     /// Clock drift allowance as a share of the TTL: validity = ttl − elapsed −
     /// (ttl × driftFactor + 2 ms). The default value is 0.01.
     pub drift_factor: Option<f64>,
+    /// Hand out fencing tokens (`lock.fence`): the acquire script also increments a
+    /// counter per lock key (`{key}:fence`, same hash slot), kept in Redis for good.
+    /// The default value is `false`.
+    pub fencing: Option<bool>,
     /// Lease length in ms; the watchdog renews it every `ttl / 3`. The default value is 30000.
     pub ttl: Option<f64>,
     /// Retries after the first attempt while the lock is held by another owner
@@ -176,6 +180,7 @@ impl LockClientOptions {
         if let Some(d) = self.drift_factor {
             cfg.drift_factor = d;
         }
+        cfg.fencing = self.fencing.unwrap_or(false);
         cfg.defaults = AcquireOptions {
             ttl: self.ttl,
             retry_count: self.retry_count,
@@ -195,5 +200,29 @@ impl LockClientOptions {
             ));
         }
         Ok(cfg)
+    }
+}
+
+/// What `inspect(key)` found, without changing anything.
+#[napi(object)]
+pub struct LockInspection {
+    /// True when a quorum of nodes holds the key with one value.
+    pub held: bool,
+    /// The holder's remaining TTL in ms (the shortest among the quorum), or null.
+    pub remaining_ms: Option<f64>,
+    /// The holder's token, masked to its first 8 characters, or null.
+    pub holder: Option<String>,
+    /// The key's fence counter (the last token handed out), or null.
+    pub fence: Option<f64>,
+}
+
+impl From<core::Inspection> for LockInspection {
+    fn from(i: core::Inspection) -> Self {
+        LockInspection {
+            held: i.held,
+            remaining_ms: i.remaining_ms.map(|v| v as f64),
+            holder: i.holder,
+            fence: i.fence.map(|v| v as f64),
+        }
     }
 }

@@ -29,6 +29,8 @@ pub enum Event<'a> {
         node: &'a str,
         answer: &'a NodeAnswer,
     },
+    /// A renewal batch renewed `count` locks.
+    Renewed { count: usize },
 }
 
 pub type EventHook = Arc<dyn Fn(Event<'_>) + Send + Sync>;
@@ -53,6 +55,25 @@ impl Drop for Inner {
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
+}
+
+/// What [`Client::inspect`] found.
+#[derive(Debug, Clone)]
+pub struct Inspection {
+    /// A quorum of nodes holds the key with one value.
+    pub held: bool,
+    /// The shortest remaining TTL of that value, in ms.
+    pub remaining_ms: Option<u64>,
+    /// The holder's token, masked (its first 8 characters).
+    pub holder: Option<String>,
+    /// The highest fence counter seen (fencing clients only).
+    pub fence: Option<i64>,
+    pub nodes: Vec<NodeReport>,
+}
+
+fn mask(token: &str) -> String {
+    let shown: String = token.chars().take(8).collect();
+    format!("{shown}…")
 }
 
 /// A checked acquisition, ready to send.
@@ -184,6 +205,81 @@ impl Client {
         }
     }
 
+    /// Looks at a lock key on every node without touching it.
+    pub async fn inspect(&self, name: &str) -> Result<Inspection> {
+        let inner = &self.inner;
+        inner.ensure_open()?;
+        let key = lock_keys(vec![name.to_string()])?.remove(0);
+        let key = format!("{}{}", inner.cfg.key_prefix, key);
+        let fence = fence_key(&key);
+        let timeout = inner.cfg.command_timeout;
+        let replies = join_all(inner.nodes.iter().map(|n| n.inspect(&key, &fence, timeout))).await;
+        let mut answers = Vec::with_capacity(replies.len());
+        let mut values: Vec<(String, i64)> = Vec::new();
+        let mut fences = Vec::new();
+        for reply in replies {
+            match reply {
+                Ok((value, pttl, f)) => {
+                    if let Some(v) = value {
+                        values.push((v, pttl));
+                    }
+                    fences.extend(f);
+                    answers.push(NodeAnswer::Ok);
+                }
+                Err(answer) => answers.push(answer),
+            }
+        }
+        if answers.iter().filter(|a| **a == NodeAnswer::Ok).count() < inner.quorum() {
+            let err = if inner.nodes.len() == 1 {
+                single_node_error(&inner.nodes[0].name, &answers[0])
+            } else {
+                LockError::new(ErrorCode::Quorum, "too few nodes answered the inspection")
+            };
+            return Err(err.with_key(name).with_nodes(inner.reports(&answers)));
+        }
+        // The value a quorum agrees on is the holder; its shortest PTTL bounds the lease.
+        let mut best: Option<(&str, usize, i64)> = None;
+        for (v, _) in &values {
+            let same: Vec<i64> = values
+                .iter()
+                .filter(|(w, _)| w == v)
+                .map(|(_, p)| *p)
+                .collect();
+            let shortest = same.iter().copied().min().unwrap_or(-2);
+            if best.is_none_or(|(_, c, _)| same.len() > c) {
+                best = Some((v, same.len(), shortest));
+            }
+        }
+        let held = best.filter(|(_, count, _)| *count >= inner.quorum());
+        Ok(Inspection {
+            held: held.is_some(),
+            remaining_ms: held.and_then(|(_, _, pttl)| u64::try_from(pttl).ok()),
+            holder: held.map(|(v, _, _)| mask(v)),
+            fence: fences.into_iter().max(),
+            nodes: inner.reports(&answers),
+        })
+    }
+
+    /// Deletes the lock key on every node, whoever holds it. Unsafe: the holder
+    /// is not told and may still be working. Returns on how many nodes it existed.
+    pub async fn force_release(&self, name: &str) -> Result<usize> {
+        let inner = &self.inner;
+        inner.ensure_open()?;
+        let key = lock_keys(vec![name.to_string()])?.remove(0);
+        let key = format!("{}{}", inner.cfg.key_prefix, key);
+        let timeout = inner.cfg.command_timeout;
+        let answers = join_all(inner.nodes.iter().map(|n| n.force_delete(&key, timeout))).await;
+        if answers.iter().all(|a| a.is_fault()) {
+            let err = if inner.nodes.len() == 1 {
+                single_node_error(&inner.nodes[0].name, &answers[0])
+            } else {
+                LockError::new(ErrorCode::Quorum, "no node answered the forced release")
+            };
+            return Err(err.with_key(name).with_nodes(inner.reports(&answers)));
+        }
+        Ok(answers.iter().filter(|a| **a == NodeAnswer::Ok).count())
+    }
+
     /// Stops every watchdog, releases every held lock, then closes connections.
     /// Later calls fail with `ERR_LOCK_CLOSED`.
     pub async fn close(&self) {
@@ -258,27 +354,35 @@ impl Inner {
             .collect()
     }
 
-    /// One parallel attempt on every node. Returns the answers and when it started.
+    /// One parallel attempt on every node: the answers, the highest fence value
+    /// handed out, and when the attempt started. `script_keys` holds the `locked`
+    /// lock keys followed by their fence counters.
     async fn attempt(
         &self,
-        keys: &[String],
+        script_keys: &[String],
+        locked: usize,
         token: &str,
         ttl: Duration,
-    ) -> (Vec<NodeAnswer>, Instant) {
+    ) -> (Vec<NodeAnswer>, i64, Instant) {
         // Connect first (instant once connected), so that the validity clock,
         // which starts before the first SET is sent, does not pay for a handshake.
         let cons = join_all(self.nodes.iter().map(|n| n.connection())).await;
         let timeout = self.cfg.node_timeout_for(ttl);
         let ttl_ms = ttl.as_millis() as u64;
         let started = Instant::now();
-        let answers = join_all(self.nodes.iter().zip(cons).map(|(node, con)| async move {
+        let replies = join_all(self.nodes.iter().zip(cons).map(|(node, con)| async move {
             match con {
-                Ok(mut con) => node.acquire(&mut con, keys, token, ttl_ms, timeout).await,
-                Err(answer) => answer,
+                Ok(mut con) => {
+                    node.acquire(&mut con, script_keys, locked, token, ttl_ms, timeout)
+                        .await
+                }
+                Err(answer) => (answer, 0),
             }
         }))
         .await;
-        (answers, started)
+        let fence = replies.iter().map(|(_, f)| *f).max().unwrap_or(0);
+        let answers = replies.into_iter().map(|(a, _)| a).collect();
+        (answers, fence, started)
     }
 
     /// Token-checked release on every node that may hold our token (all but those
@@ -304,6 +408,10 @@ impl Inner {
     ) -> Result<Lock> {
         self.ensure_open()?;
         let keys = self.prefixed(&names);
+        let mut script_keys = keys.clone();
+        if self.cfg.fencing {
+            script_keys.extend(keys.iter().map(|k| fence_key(k)));
+        }
         let key_label = names.join(", ");
         let began = Instant::now();
         let wait_until = began + spec.wait_timeout;
@@ -321,7 +429,9 @@ impl Inner {
                 // earlier attempt that landed without a reply still counts as ours.
                 token = uuid::Uuid::new_v4().to_string();
             }
-            let (answers, mut started) = self.attempt(&keys, &token, spec.ttl).await;
+            let (answers, fence, mut started) = self
+                .attempt(&script_keys, keys.len(), &token, spec.ttl)
+                .await;
             if broken::mode() == Broken::LateClock {
                 started = Instant::now();
             }
@@ -343,6 +453,7 @@ impl Inner {
                     renew_every: spec.renew_interval,
                     hold_until: spec.max_hold.map(|h| started + h),
                     auto_renew: spec.auto_renew,
+                    fence: self.cfg.fencing.then_some(fence),
                 }));
                 self.stats.acquired.fetch_add(1, Ordering::Relaxed);
                 self.stats.held.fetch_add(1, Ordering::Relaxed);
@@ -548,6 +659,7 @@ impl Inner {
         )
         .await;
         let mut faulted = vec![false; self.nodes.len()];
+        let mut renewed_count = 0;
         for (i, state) in batch.iter().enumerate() {
             let answers: Vec<NodeAnswer> = per_node.iter().map(|a| a[i].clone()).collect();
             for (j, a) in answers.iter().enumerate() {
@@ -559,6 +671,7 @@ impl Inner {
                 // A manual extend replaced the lease while this renewal was in flight.
                 true
             };
+            renewed_count += usize::from(renewed);
             self.watchdog.done(state.id, renewed, started);
         }
         // One event per failing node per batch, not one per lock.
@@ -572,6 +685,11 @@ impl Inner {
                     });
                 }
             }
+        }
+        if renewed_count > 0 {
+            self.emit(Event::Renewed {
+                count: renewed_count,
+            });
         }
         self.watchdog.nudge();
     }
@@ -616,6 +734,20 @@ impl Inner {
             );
         }
         false
+    }
+}
+
+/// The fence counter of `key`, in the same hash slot: a key with a hash tag
+/// keeps it, any other key becomes the tag.
+pub fn fence_key(key: &str) -> String {
+    let tagged = key
+        .find('{')
+        .and_then(|open| key[open + 1..].find('}').map(|close| close > 0))
+        .unwrap_or(false);
+    if tagged {
+        format!("{key}:fence")
+    } else {
+        format!("{{{key}}}:fence")
     }
 }
 
@@ -699,6 +831,12 @@ impl Lock {
 
     pub fn attempts(&self) -> u32 {
         self.state().attempts
+    }
+
+    /// The fencing token handed out with this lock (client option `fencing`):
+    /// larger for every later acquisition of the same key on that node.
+    pub fn fence(&self) -> Option<i64> {
+        self.state().fence
     }
 
     pub fn ttl(&self) -> Duration {
@@ -843,5 +981,22 @@ impl Lock {
             )
         };
         Err(err.with_key(label).with_nodes(inner.reports(&answers)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fence_keys_share_the_lock_key_slot() {
+        assert_eq!(fence_key("lock:order:1"), "{lock:order:1}:fence");
+        assert_eq!(fence_key("a{user:7}b"), "a{user:7}b:fence");
+        assert_eq!(fence_key("a{}b"), "{a{}b}:fence");
+    }
+
+    #[test]
+    fn tokens_are_masked() {
+        assert_eq!(mask("0123456789abcdef"), "01234567…");
     }
 }

@@ -34,6 +34,8 @@ pub struct ClientConfig {
     /// Per-node answer budget for acquire and renew; `None` = derived from the TTL.
     pub node_timeout: Option<Duration>,
     pub drift_factor: f64,
+    /// Hand out fencing tokens: one counter per lock key, kept in Redis for good.
+    pub fencing: bool,
     pub defaults: AcquireOptions,
 }
 
@@ -46,6 +48,7 @@ impl Default for ClientConfig {
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
             node_timeout: None,
             drift_factor: DEFAULT_DRIFT_FACTOR,
+            fencing: false,
             defaults: AcquireOptions::default(),
         }
     }

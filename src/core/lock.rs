@@ -43,6 +43,8 @@ pub struct LockState {
     /// The watchdog stops renewing at this instant (`maxHold`).
     pub hold_until: Option<Instant>,
     pub auto_renew: bool,
+    /// The fencing token, when the client hands them out.
+    pub fence: Option<i64>,
     ttl_ms: AtomicU64,
     renew_every_ms: AtomicU64,
     deadline_ns: AtomicU64,
@@ -67,6 +69,7 @@ pub struct NewLock {
     pub renew_every: Duration,
     pub hold_until: Option<Instant>,
     pub auto_renew: bool,
+    pub fence: Option<i64>,
 }
 
 impl LockState {
@@ -80,6 +83,7 @@ impl LockState {
             acquired_at: n.acquired_at,
             hold_until: n.hold_until,
             auto_renew: n.auto_renew,
+            fence: n.fence,
             ttl_ms: AtomicU64::new(n.ttl.as_millis() as u64),
             renew_every_ms: AtomicU64::new(n.renew_every.as_millis() as u64),
             deadline_ns: AtomicU64::new(to_ns(n.deadline)),
@@ -215,6 +219,7 @@ mod tests {
             renew_every: Duration::from_millis(333),
             hold_until: None,
             auto_renew: true,
+            fence: None,
         })
     }
 

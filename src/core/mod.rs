@@ -10,6 +10,6 @@ pub mod scripts;
 pub mod stats;
 pub mod watchdog;
 
-pub use client::{Client, Event, EventHook, Lock};
+pub use client::{Client, Event, EventHook, Inspection, Lock};
 pub use config::{AcquireOptions, ClientConfig};
 pub use error::{ErrorCode, LockError, NodeAnswer, NodeReport};

@@ -118,26 +118,36 @@ impl Node {
         }
     }
 
+    /// Runs the acquire script. `keys` holds the `locked` lock keys, then their
+    /// fence counters (if fencing); on success the answer carries the first key's
+    /// fence value (0 without fencing).
     pub async fn acquire(
         &self,
         con: &mut ConnectionManager,
         keys: &[String],
+        locked: usize,
         token: &str,
         ttl_ms: u64,
         timeout: Duration,
-    ) -> NodeAnswer {
+    ) -> (NodeAnswer, i64) {
         let mut invocation = scripts::ACQUIRE.key(keys);
-        invocation.arg(token).arg(ttl_ms);
+        invocation.arg(token).arg(ttl_ms).arg(locked);
         let call = invocation.invoke_async::<Vec<i64>>(con);
         match bounded(timeout, call).await {
             Ok(reply) => match reply.as_slice() {
-                [1, ..] => NodeAnswer::Ok,
-                [0, pttl, ..] => NodeAnswer::Held {
-                    pttl_ms: u64::try_from(*pttl).ok(),
-                },
-                _ => NodeAnswer::ErrorReply(format!("unexpected acquire reply {reply:?}")),
+                [1, fence, ..] => (NodeAnswer::Ok, *fence),
+                [0, pttl, ..] => (
+                    NodeAnswer::Held {
+                        pttl_ms: u64::try_from(*pttl).ok(),
+                    },
+                    0,
+                ),
+                _ => (
+                    NodeAnswer::ErrorReply(format!("unexpected acquire reply {reply:?}")),
+                    0,
+                ),
             },
-            Err(answer) => answer,
+            Err(answer) => (answer, 0),
         }
     }
 
@@ -159,6 +169,34 @@ impl Node {
         let call = invocation.invoke_async::<i64>(&mut con);
         match bounded(timeout, call).await {
             Ok(n) if n == keys.len() as i64 => NodeAnswer::Ok,
+            Ok(_) => NodeAnswer::NotHeld,
+            Err(answer) => answer,
+        }
+    }
+
+    /// Reads a lock key without changing it: its value, its PTTL and its fence counter.
+    pub async fn inspect(
+        &self,
+        key: &str,
+        fence_key: &str,
+        timeout: Duration,
+    ) -> Result<(Option<String>, i64, Option<i64>), NodeAnswer> {
+        let mut con = self.connection().await?;
+        let mut pipe = redis::pipe();
+        pipe.get(key).pttl(key).get(fence_key);
+        bounded(timeout, pipe.query_async(&mut con)).await
+    }
+
+    /// Deletes a key whoever holds it (operators only). `Ok` if it existed.
+    pub async fn force_delete(&self, key: &str, timeout: Duration) -> NodeAnswer {
+        let mut con = match self.connection().await {
+            Ok(con) => con,
+            Err(answer) => return answer,
+        };
+        let mut del = redis::cmd("DEL");
+        del.arg(key);
+        match bounded(timeout, del.query_async::<i64>(&mut con)).await {
+            Ok(1) => NodeAnswer::Ok,
             Ok(_) => NodeAnswer::NotHeld,
             Err(answer) => answer,
         }
