@@ -39,6 +39,6 @@ test('bad-input sweep: typed errors, no crash, no hang, no key left', { timeout:
   verdict(t, [await require('./faults/badinput').sweepRow()])
 })
 
-test('soak and leaks (short tier: 20,000 cycles, 5,000 withLock, 1,000 locks held 5 s)', { timeout: 110_000 }, async (t) => {
+test('soak and leaks (short tier: 20,000 cycles, 3,000 withLock, 1,000 locks held 3 s)', { timeout: 110_000 }, async (t) => {
   verdict(t, await require('./faults/soak').soakRows('short'))
 })

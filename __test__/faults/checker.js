@@ -52,6 +52,20 @@ function intervals(events, base, deaths = new Map()) {
   return list
 }
 
+/** When the request that won lock `tok` passed the proxies: per proxy the last
+ * sighting no later than t0 (the worker had the lock), the earliest of those. */
+function sentAt(seen, tok, t0ns) {
+  if (!seen || !seen.has(tok)) return null
+  const t0 = BigInt(t0ns)
+  let T = null
+  for (const ts of seen.get(tok)) {
+    let last = null
+    for (const t of ts) if (t <= t0) last = t
+    if (last !== null && (T === null || last < T)) T = last
+  }
+  return T
+}
+
 /** Every pair of overlapping belief intervals on one key (different tokens). */
 function overlaps(ivs) {
   const byKey = new Map()
@@ -84,13 +98,7 @@ function validityViolations(ivs, seen, base, driftFactor = 0.01, toleranceMs = 0
     // The winning attempt was sent no later than the last time the token passed
     // each proxy before the worker had the lock (a single node reuses its token
     // across retries; Redlock uses a fresh one per attempt).
-    const t0 = BigInt(iv.t0ns)
-    let T = null
-    for (const ts of seen.get(iv.tok)) {
-      let last = null
-      for (const t of ts) if (t <= t0) last = t
-      if (last !== null && (T === null || last < T)) T = last
-    }
+    const T = sentAt(seen, iv.tok, iv.t0ns)
     if (T === null) continue
     const bound = ms(T, base) + iv.ttl - (iv.ttl * driftFactor + 2)
     if (firstDeadline > bound + toleranceMs) bad.push({ tok: iv.tok, k: iv.k, w: iv.w, ttl: iv.ttl, overBy: Math.round((firstDeadline - bound) * 1000) / 1000 })
@@ -154,4 +162,4 @@ function check(events, { base, finals = {}, deaths = new Map(), driftFactor = 0.
   }
 }
 
-module.exports = { check, intervals, overlaps, validityViolations, lostUpdates, percentile, ms }
+module.exports = { check, sentAt, intervals, overlaps, validityViolations, lostUpdates, percentile, ms }

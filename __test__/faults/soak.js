@@ -10,7 +10,7 @@ const path = require('node:path')
 const { spawn } = require('node:child_process')
 
 const TIERS = {
-  short: { cycles: 20_000, withLock: 5_000, held: 1_000, holdSeconds: 5 },
+  short: { cycles: 20_000, withLock: 3_000, held: 1_000, holdSeconds: 3 },
   full: { cycles: 1_000_000, withLock: 100_000, held: 10_000, holdSeconds: 60 },
 }
 const RSS_LIMIT_MB = { short: 48, full: 64 }
