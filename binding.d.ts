@@ -158,6 +158,11 @@ export interface LockClientOptions {
    * The default value is `false`.
    */
   fencing?: boolean
+  /**
+   * Certificates for `rediss://` URLs (TLS). The default value is the system's
+   * trust store and no client certificate.
+   */
+  tls?: TlsOptions
   /** Lease length in ms; the watchdog renews it every `ttl / 3`. The default value is 30000. */
   ttl?: number
   /**
@@ -210,4 +215,14 @@ export interface LockStats {
   errors: number
   /** Locks held right now. */
   held: number
+}
+
+/** TLS material for `rediss://` URLs, as PEM text. */
+export interface TlsOptions {
+  /** CA certificate(s) to trust instead of the system's trust store. */
+  ca?: string
+  /** Client certificate, for servers that require one (with `key`). */
+  cert?: string
+  /** Client private key (with `cert`). Never logged. */
+  key?: string
 }

@@ -4,7 +4,7 @@ const { EventEmitter } = require('node:events')
 const diagnostics = require('node:diagnostics_channel')
 const { NativeClient, CancelHandle } = require('../binding.js')
 const { LockError, fromNative, invalidType } = require('./errors')
-const { keyList, assertFunction, pick, ACQUIRE, ACQUIRE_JS, CLIENT } = require('./validate')
+const { keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, CLIENT } = require('./validate')
 
 const kLock = Symbol('lockdog.lock')
 
@@ -161,6 +161,7 @@ class LockClient extends EventEmitter {
   constructor(options) {
     super()
     const opts = pick(options, CLIENT)
+    if (opts.tls !== undefined) opts.tls = tlsOption(opts.tls)
     try {
       this.#native = new NativeClient(opts, (kind, id, payload) => this.#onEvent(kind, id, payload))
     } catch (e) {

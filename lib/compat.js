@@ -29,6 +29,14 @@ function urlFrom({ host, port, username, password, db, tls, path }) {
   return `${tls ? 'rediss' : 'redis'}://${credentials(username, password)}${hostPart}:${port || 6379}/${db || 0}`
 }
 
+/** The certificate fields of a TLS options object (the rest is Node-specific). */
+function certificates(tls) {
+  if (typeof tls !== 'object' || tls === null) return {}
+  const out = {}
+  for (const field of ['ca', 'cert', 'key']) if (tls[field] != null) out[field] = tls[field]
+  return out
+}
+
 /**
  * Connection settings of an ioredis client, a node-redis client, a URL or an
  * options object, as `{ url, keyPrefix }`. No dependency on those packages:
@@ -42,7 +50,11 @@ function connectionOf(redis, name = 'redis') {
   const o = redis.options
   if (o && typeof o === 'object' && ('host' in o || 'port' in o || 'path' in o) && !('socket' in o)) {
     // ioredis: new Redis({ host, port, username, password, db, tls, keyPrefix })
-    return { url: urlFrom({ ...o, tls: Boolean(o.tls) }), keyPrefix: o.keyPrefix || '' }
+    return {
+      url: urlFrom({ ...o, tls: Boolean(o.tls) }),
+      keyPrefix: o.keyPrefix || '',
+      ...(o.tls ? { tls: certificates(o.tls) } : {}),
+    }
   }
   if (o && typeof o === 'object' && ('url' in o || 'socket' in o || 'database' in o)) {
     // node-redis: createClient({ url, socket: { host, port, tls }, username, password, database })
@@ -50,6 +62,7 @@ function connectionOf(redis, name = 'redis') {
     if (o.url && !s.host && !s.path && !o.password && !o.username) return { url: o.url }
     const base = o.url ? new URL(o.url) : null
     return {
+      ...(s.tls ? { tls: certificates(s) } : {}),
       url: urlFrom({
         host: s.host || (base && base.hostname.replace(/^\[|\]$/g, '')),
         port: s.port || (base && Number(base.port)),
@@ -62,8 +75,9 @@ function connectionOf(redis, name = 'redis') {
     }
   }
   if (redis.constructor === Object && ('host' in redis || 'port' in redis || 'path' in redis || 'url' in redis)) {
-    if (typeof redis.url === 'string') return { url: redis.url }
-    return { url: urlFrom(redis), keyPrefix: redis.keyPrefix || '' }
+    const tls = redis.tls ? { tls: certificates(redis.tls) } : {}
+    if (typeof redis.url === 'string') return { url: redis.url, ...tls }
+    return { url: urlFrom({ ...redis, tls: Boolean(redis.tls) }), keyPrefix: redis.keyPrefix || '', ...tls }
   }
   throw invalidValue(name, 'is not an ioredis or node-redis client, a LockClient, a URL or an options object')
 }

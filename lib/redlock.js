@@ -103,6 +103,7 @@ class Redlock extends EventEmitter {
       nodes: conns.map((c) => c.url),
       keyPrefix: conns[0].keyPrefix || '',
       driftFactor: this.settings.driftFactor,
+      ...(conns.find((c) => c.tls) ? { tls: conns.find((c) => c.tls).tls } : {}),
     })
     this.client.on('error', (err) => {
       if (this.listenerCount('error') > 0) this.emit('error', err)

@@ -25,6 +25,7 @@ const TYPES = {
   function: (v) => typeof v === 'function',
   'string[]': (v) => Array.isArray(v) && v.every((s) => typeof s === 'string'),
   AbortSignal: (v) => v instanceof AbortSignal,
+  object: (v) => typeof v === 'object' && v !== null && !Array.isArray(v),
 }
 
 /**
@@ -72,6 +73,27 @@ const CLIENT = {
   nodeTimeout: 'number',
   driftFactor: 'number',
   fencing: 'boolean',
+  tls: 'object',
 }
 
-module.exports = { keyList, assertFunction, pick, ACQUIRE, ACQUIRE_JS, CLIENT }
+/** PEM text from a string, a Buffer, or an array of either (ioredis/Node TLS style). */
+function pem(value, name) {
+  if (value === undefined || value === null) return undefined
+  if (typeof value === 'string') return value
+  if (Buffer.isBuffer(value) || value instanceof Uint8Array) return Buffer.from(value).toString('utf8')
+  if (Array.isArray(value)) return value.map((v, i) => pem(v, `${name}[${i}]`)).join('\n')
+  throw invalidType(name, 'a PEM string or Buffer', value)
+}
+
+/** The `tls` option with its certificates as PEM text; other TLS settings are ignored. */
+function tlsOption(tls) {
+  if (tls === undefined) return undefined
+  const out = {}
+  for (const field of ['ca', 'cert', 'key']) {
+    const v = pem(tls[field], `options.tls.${field}`)
+    if (v !== undefined) out[field] = v
+  }
+  return out
+}
+
+module.exports = { keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, CLIENT }

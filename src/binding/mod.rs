@@ -10,7 +10,7 @@ mod options;
 pub use cancel::CancelHandle;
 pub use client::NativeClient;
 pub use lock::NativeLock;
-pub use options::{AcquireOptions, LockClientOptions, LockInspection, LockStats};
+pub use options::{AcquireOptions, LockClientOptions, LockInspection, LockStats, TlsOptions};
 
 /// lockdog's tokio runtime: one worker thread. Every lock operation is a short
 /// wait on a socket; a second worker only adds cross-thread wake-ups (measured

@@ -37,6 +37,9 @@ pub struct LockClientOptions {
     /// counter per lock key (`{key}:fence`, same hash slot), kept in Redis for good.
     /// The default value is `false`.
     pub fencing: Option<bool>,
+    /// Certificates for `rediss://` URLs (TLS). The default value is the system's
+    /// trust store and no client certificate.
+    pub tls: Option<TlsOptions>,
     /// Lease length in ms; the watchdog renews it every `ttl / 3`. The default value is 30000.
     pub ttl: Option<f64>,
     /// Retries after the first attempt while the lock is held by another owner
@@ -55,6 +58,18 @@ pub struct LockClientOptions {
     pub renew_interval: Option<f64>,
     /// Whether the native watchdog renews locks until released. The default value is `true`.
     pub auto_renew: Option<bool>,
+}
+
+/// TLS material for `rediss://` URLs, as PEM text.
+#[napi(object, object_to_js = false)]
+#[derive(Default)]
+pub struct TlsOptions {
+    /// CA certificate(s) to trust instead of the system's trust store.
+    pub ca: Option<String>,
+    /// Client certificate, for servers that require one (with `key`).
+    pub cert: Option<String>,
+    /// Client private key (with `cert`). Never logged.
+    pub key: Option<String>,
 }
 
 /// Settings of one acquisition; unset fields take the client's defaults.
@@ -181,6 +196,11 @@ impl LockClientOptions {
             cfg.drift_factor = d;
         }
         cfg.fencing = self.fencing.unwrap_or(false);
+        cfg.tls = self.tls.as_ref().map(|t| config::TlsConfig {
+            ca: t.ca.as_ref().map(|v| v.clone().into_bytes()),
+            cert: t.cert.as_ref().map(|v| v.clone().into_bytes()),
+            key: t.key.as_ref().map(|v| v.clone().into_bytes()),
+        });
         cfg.defaults = AcquireOptions {
             ttl: self.ttl,
             retry_count: self.retry_count,

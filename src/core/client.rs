@@ -113,7 +113,12 @@ impl Client {
         cfg.validate()?;
         let mut nodes: Vec<Node> = Vec::with_capacity(cfg.nodes.len());
         for url in &cfg.nodes {
-            let node = Node::open(url, cfg.connect_timeout, cfg.command_timeout)?;
+            let node = Node::open(
+                url,
+                cfg.tls.as_ref(),
+                cfg.connect_timeout,
+                cfg.command_timeout,
+            )?;
             if nodes.iter().any(|n| n.name == node.name) {
                 return Err(LockError::invalid_value(
                     "nodes",

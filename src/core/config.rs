@@ -22,6 +22,27 @@ pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_millis(10_000);
 /// Share of the TTL a Redlock node gets to answer an acquire or renewal.
 pub const NODE_TIMEOUT_SHARE: f64 = 0.05;
 
+/// TLS material for `rediss://` nodes, PEM-encoded. Without a CA the system's
+/// trust store is used.
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub struct TlsConfig {
+    pub ca: Option<Vec<u8>>,
+    pub cert: Option<Vec<u8>>,
+    pub key: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for TlsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print key material.
+        f.debug_struct("TlsConfig")
+            .field("ca", &self.ca.is_some())
+            .field("cert", &self.cert.is_some())
+            .field("key", &self.key.is_some())
+            .finish()
+    }
+}
+
 /// How a client reaches Redis and the defaults its locks use.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -36,6 +57,8 @@ pub struct ClientConfig {
     pub drift_factor: f64,
     /// Hand out fencing tokens: one counter per lock key, kept in Redis for good.
     pub fencing: bool,
+    /// Certificates for `rediss://` nodes.
+    pub tls: Option<TlsConfig>,
     pub defaults: AcquireOptions,
 }
 
@@ -49,6 +72,7 @@ impl Default for ClientConfig {
             node_timeout: None,
             drift_factor: DEFAULT_DRIFT_FACTOR,
             fencing: false,
+            tls: None,
             defaults: AcquireOptions::default(),
         }
     }

@@ -5,9 +5,10 @@ use std::sync::RwLock;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, ConnectionAddr, RedisError, Value};
+use redis::{Client, ClientTlsConfig, ConnectionAddr, RedisError, TlsCertificates, Value};
 
 use crate::core::broken::{self, Broken};
+use crate::core::config::TlsConfig;
 use crate::core::error::{ErrorCode, LockError, NodeAnswer, Result};
 use crate::core::scripts;
 
@@ -33,7 +34,12 @@ pub struct Renewal<'a> {
 impl Node {
     /// Parses `url` (no I/O). A malformed URL or an unsupported scheme is an
     /// `ERR_INVALID_ARG_VALUE` that never echoes a password.
-    pub fn open(url: &str, connect_timeout: Duration, command_timeout: Duration) -> Result<Node> {
+    pub fn open(
+        url: &str,
+        tls: Option<&TlsConfig>,
+        connect_timeout: Duration,
+        command_timeout: Duration,
+    ) -> Result<Node> {
         let scheme_ok = ["redis://", "rediss://", "unix://", "redis+unix://"]
             .iter()
             .any(|s| url.starts_with(s));
@@ -43,13 +49,42 @@ impl Node {
                 "must start with redis://, rediss:// or unix://",
             ));
         }
-        let client = Client::open(url).map_err(|e| {
-            let reason = if url.starts_with("rediss://") {
-                "uses TLS (rediss://), which this build does not support".to_string()
-            } else {
-                format!("is not a valid Redis URL ({})", e.category())
-            };
-            LockError::invalid_value("url", &reason)
+        let opened = match tls {
+            Some(tls) if url.starts_with("rediss://") => {
+                install_crypto_provider();
+                let client_tls = match (&tls.cert, &tls.key) {
+                    (Some(cert), Some(key)) => Some(ClientTlsConfig {
+                        client_cert: cert.clone(),
+                        client_key: key.clone(),
+                    }),
+                    (None, None) => None,
+                    _ => {
+                        return Err(LockError::invalid_value(
+                            "tls",
+                            "needs both cert and key for a client certificate",
+                        ))
+                    }
+                };
+                Client::build_with_tls(
+                    url,
+                    TlsCertificates {
+                        client_tls,
+                        root_cert: tls.ca.clone(),
+                    },
+                )
+            }
+            _ => {
+                if url.starts_with("rediss://") {
+                    install_crypto_provider();
+                }
+                Client::open(url)
+            }
+        };
+        let client = opened.map_err(|e| {
+            LockError::invalid_value(
+                "url",
+                &format!("is not a usable Redis URL ({})", e.category()),
+            )
         })?;
         let name = match client.get_connection_info().addr() {
             ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
@@ -275,6 +310,15 @@ impl Node {
 /// The broken extend of `Broken::ExtendRecreates`: sets the keys whatever they hold.
 const RECREATE: &str =
     "for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2]) end return 1";
+
+/// rustls needs one process-wide crypto provider; lockdog ships `ring`.
+fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // Err only means another library installed one first: that one serves.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
 
 fn is_noscript(answer: &NodeAnswer) -> bool {
     matches!(answer, NodeAnswer::ErrorReply(m) if m.starts_with("NOSCRIPT"))
