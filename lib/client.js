@@ -34,9 +34,12 @@ class Lock {
   #onLost
   #loss = null
 
-  constructor(native, onLost) {
+  #forget
+
+  constructor(native, onLost, forget) {
     this.#native = native
     this.#onLost = onLost
+    this.#forget = forget
   }
 
   /** The lock's first key (without the client's keyPrefix). */
@@ -120,6 +123,7 @@ class Lock {
    * and is gone now, false if it was already released, lost or taken over.
    */
   release() {
+    this.#forget()
     const released = this.#native.release().catch((e) => {
       throw fromNative(e)
     })
@@ -289,9 +293,13 @@ class LockClient extends EventEmitter {
     return pending.then(
       (native) => {
         if (signal) signal.removeEventListener('abort', onAbort)
-        const lock = new Lock(native, onLost)
-        this.#live.set(native.id, new WeakRef(lock))
-        this.#gone.register(lock, native.id)
+        const id = native.id
+        const lock = new Lock(native, onLost, () => {
+          this.#live.delete(id)
+          this.#gone.unregister(lock)
+        })
+        this.#live.set(id, new WeakRef(lock))
+        this.#gone.register(lock, id, lock)
         if (channels.acquire.hasSubscribers) {
           channels.acquire.publish({ key: lock.key, keys: lock.keys, token: lock.token, attempts: lock.attempts, fence: lock.fence })
         }
