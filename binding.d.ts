@@ -135,6 +135,14 @@ export interface LockClientOptions {
    * Overrides `url`.
    */
   nodes?: Array<string>
+  /**
+   * Seed URLs of one Redis Cluster (`redis://host:port`, any few of its nodes).
+   * The cluster is one lock node, not Redlock: each lock lives on the master
+   * owning its key's hash slot, and redirections and failovers are followed.
+   * All keys of one lock must share a hash slot (use a `{hash tag}`). Cannot be
+   * combined with `url` or `nodes`. The default value is no cluster.
+   */
+  cluster?: Array<string>
   /** Prepended to every lock key in Redis. The default value is `''`. */
   keyPrefix?: string
   /** How long to wait for a connection to a node, in ms. The default value is 2000. */

@@ -103,7 +103,7 @@ export type LockKey = string | readonly string[]
  */
 export declare class LockClient extends EventEmitter implements AsyncDisposable {
   constructor(options?: LockClientOptions)
-  /** `host:port` of each node. */
+  /** `host:port` of each node; one `cluster host:port,…` entry for a Redis Cluster. */
   readonly nodes: string[]
   /** True once `close()` was called. */
   readonly closed: boolean

@@ -205,7 +205,7 @@ class LockClient extends EventEmitter {
     }
   }
 
-  /** `host:port` of each node. */
+  /** `host:port` of each node; one `cluster host:port,…` entry for a Redis Cluster. */
   get nodes() {
     return this.#native.nodes
   }

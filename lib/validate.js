@@ -67,6 +67,7 @@ const CLIENT = {
   ...ACQUIRE,
   url: 'string',
   nodes: 'string[]',
+  cluster: 'string[]',
   keyPrefix: 'string',
   connectTimeout: 'number',
   commandTimeout: 'number',

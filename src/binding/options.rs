@@ -20,6 +20,12 @@ pub struct LockClientOptions {
     /// URLs of independent Redis masters for Redlock (quorum = floor(N/2) + 1).
     /// Overrides `url`.
     pub nodes: Option<Vec<String>>,
+    /// Seed URLs of one Redis Cluster (`redis://host:port`, any few of its nodes).
+    /// The cluster is one lock node, not Redlock: each lock lives on the master
+    /// owning its key's hash slot, and redirections and failovers are followed.
+    /// All keys of one lock must share a hash slot (use a `{hash tag}`). Cannot be
+    /// combined with `url` or `nodes`. The default value is no cluster.
+    pub cluster: Option<Vec<String>>,
     /// Prepended to every lock key in Redis. The default value is `''`.
     pub key_prefix: Option<String>,
     /// How long to wait for a connection to a node, in ms. The default value is 2000.
@@ -175,7 +181,16 @@ impl AcquireOptions {
 impl LockClientOptions {
     pub fn to_core(&self) -> Result<ClientConfig, LockError> {
         let mut cfg = ClientConfig::default();
-        if let Some(nodes) = &self.nodes {
+        if let Some(seeds) = &self.cluster {
+            if self.url.is_some() || self.nodes.is_some() {
+                return Err(LockError::invalid_value(
+                    "cluster",
+                    "cannot be combined with url or nodes (a cluster is reached through its seeds)",
+                ));
+            }
+            cfg.nodes = seeds.clone();
+            cfg.cluster = true;
+        } else if let Some(nodes) = &self.nodes {
             cfg.nodes = nodes.clone();
         } else if let Some(url) = &self.url {
             cfg.nodes = vec![url.clone()];

@@ -16,6 +16,7 @@ use crate::core::config::{lock_keys, AcquireOptions, AcquireSpec, ClientConfig};
 use crate::core::error::{ErrorCode, LockError, NodeAnswer, NodeReport, Result};
 use crate::core::lock::{LockState, NewLock, Status};
 use crate::core::node::{single_node_error, Node, Renewal};
+use crate::core::slot;
 use crate::core::stats::{Stats, StatsSnapshot};
 use crate::core::watchdog::Watchdog;
 
@@ -112,7 +113,15 @@ impl Client {
     pub fn new(cfg: ClientConfig, hook: Option<EventHook>) -> Result<Client> {
         cfg.validate()?;
         let mut nodes: Vec<Node> = Vec::with_capacity(cfg.nodes.len());
-        for url in &cfg.nodes {
+        if cfg.cluster {
+            nodes.push(Node::open_cluster(
+                &cfg.nodes,
+                cfg.tls.as_ref(),
+                cfg.connect_timeout,
+                cfg.command_timeout,
+            )?);
+        }
+        for url in cfg.nodes.iter().filter(|_| !cfg.cluster) {
             let node = Node::open(
                 url,
                 cfg.tls.as_ref(),
@@ -178,8 +187,20 @@ impl Client {
         if self.is_closed() {
             return Err(LockError::closed());
         }
+        let names = lock_keys(keys)?;
+        let cfg = &self.inner.cfg;
+        if cfg.cluster {
+            // One script must reach every key, so they must live in one hash slot.
+            let keys = self.inner.prefixed(&names);
+            let fences: Vec<String> = if cfg.fencing {
+                keys.iter().map(|k| fence_key(k)).collect()
+            } else {
+                Vec::new()
+            };
+            slot::check_one_slot(&names, &keys, &fences)?;
+        }
         Ok(Request {
-            names: lock_keys(keys)?,
+            names,
             spec: self.resolve(opts)?,
         })
     }
@@ -631,7 +652,9 @@ impl Inner {
         self.lose(state, lost(&label, reason));
     }
 
-    /// Renews a batch of locks with one pipelined round trip per node.
+    /// Renews a batch of locks with one pipelined round trip per node. On a
+    /// cluster, renewals go side by side and each lock settles on its own reply,
+    /// so a master that stalls (e.g. during a failover) holds back only its locks.
     pub async fn renew_batch(self: Arc<Self>, batch: Vec<Arc<LockState>>) {
         let started = Instant::now();
         let ttls: Vec<Duration> = batch
@@ -657,38 +680,60 @@ impl Inner {
         let shortest = ttls.iter().min().copied().unwrap_or_default();
         let timeout = self.cfg.node_timeout_for(shortest);
         let generations: Vec<u64> = batch.iter().map(|s| s.generation()).collect();
-        let per_node = join_all(
-            self.nodes
-                .iter()
-                .map(|n| n.extend_batch(&renewals, timeout)),
-        )
-        .await;
-        let mut faulted = vec![false; self.nodes.len()];
-        let mut renewed_count = 0;
-        for (i, state) in batch.iter().enumerate() {
-            let answers: Vec<NodeAnswer> = per_node.iter().map(|a| a[i].clone()).collect();
-            for (j, a) in answers.iter().enumerate() {
-                faulted[j] |= a.is_fault();
-            }
+        let settle = |i: usize, answers: &[NodeAnswer]| {
+            let state = &batch[i];
             let renewed = if state.generation() == generations[i] {
-                self.settle_renewal(state, &answers, started, ttls[i])
+                self.settle_renewal(state, answers, started, ttls[i])
             } else {
                 // A manual extend replaced the lease while this renewal was in flight.
                 true
             };
-            renewed_count += usize::from(renewed);
             self.watchdog.done(state.id, renewed, started);
+            renewed
+        };
+        let mut renewed_count = 0;
+        let mut first_fault: Vec<Option<NodeAnswer>> = vec![None; self.nodes.len()];
+        if self.cfg.cluster {
+            let node = &self.nodes[0];
+            let settled = join_all(renewals.iter().enumerate().map(|(i, r)| {
+                let settle = &settle;
+                async move {
+                    let answer = [node.extend_one(r, timeout).await];
+                    (settle(i, &answer), answer)
+                }
+            }))
+            .await;
+            for (renewed, [answer]) in settled {
+                renewed_count += usize::from(renewed);
+                if answer.is_fault() && first_fault[0].is_none() {
+                    first_fault[0] = Some(answer);
+                }
+            }
+        } else {
+            let per_node = join_all(
+                self.nodes
+                    .iter()
+                    .map(|n| n.extend_batch(&renewals, timeout)),
+            )
+            .await;
+            for i in 0..batch.len() {
+                let answers: Vec<NodeAnswer> = per_node.iter().map(|a| a[i].clone()).collect();
+                for (j, a) in answers.iter().enumerate() {
+                    if a.is_fault() && first_fault[j].is_none() {
+                        first_fault[j] = Some(a.clone());
+                    }
+                }
+                renewed_count += usize::from(settle(i, &answers));
+            }
         }
         // One event per failing node per batch, not one per lock.
-        for (j, node) in self.nodes.iter().enumerate() {
-            if faulted[j] {
-                if let Some(a) = per_node[j].iter().find(|a| a.is_fault()) {
-                    self.stats.errors.fetch_add(1, Ordering::Relaxed);
-                    self.emit(Event::NodeError {
-                        node: &node.name,
-                        answer: a,
-                    });
-                }
+        for (node, fault) in self.nodes.iter().zip(&first_fault) {
+            if let Some(a) = fault {
+                self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                self.emit(Event::NodeError {
+                    node: &node.name,
+                    answer: a,
+                });
             }
         }
         if renewed_count > 0 {
@@ -743,7 +788,8 @@ impl Inner {
 }
 
 /// The fence counter of `key`, in the same hash slot: a key with a hash tag
-/// keeps it, any other key becomes the tag.
+/// keeps it, any other key becomes the tag (which only works for a key without
+/// `}`; cluster locks with fencing reject the rest).
 pub fn fence_key(key: &str) -> String {
     let tagged = key
         .find('{')
@@ -994,9 +1040,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fence_keys_share_the_lock_key_slot() {
+    fn fence_key_names() {
         assert_eq!(fence_key("lock:order:1"), "{lock:order:1}:fence");
         assert_eq!(fence_key("a{user:7}b"), "a{user:7}b:fence");
+        // Not the slot of "a{}b": a cluster lock with fencing rejects such keys.
         assert_eq!(fence_key("a{}b"), "{a{}b}:fence");
     }
 

@@ -48,7 +48,11 @@ impl std::fmt::Debug for TlsConfig {
 #[non_exhaustive]
 pub struct ClientConfig {
     /// One URL per independent Redis master; one URL is the single-node lock.
+    /// With `cluster`, the seed URLs of one Redis Cluster.
     pub nodes: Vec<String>,
+    /// `nodes` are seeds of one Redis Cluster: one logical lock node (quorum 1 of
+    /// 1) whose commands route by key; a lock's keys must share a hash slot.
+    pub cluster: bool,
     pub key_prefix: String,
     pub connect_timeout: Duration,
     pub command_timeout: Duration,
@@ -66,6 +70,7 @@ impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {
             nodes: vec![DEFAULT_URL.to_string()],
+            cluster: false,
             key_prefix: String::new(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
@@ -79,8 +84,17 @@ impl Default for ClientConfig {
 }
 
 impl ClientConfig {
+    /// How many independent lock nodes there are: a cluster counts as one.
+    pub fn node_count(&self) -> usize {
+        if self.cluster {
+            1
+        } else {
+            self.nodes.len()
+        }
+    }
+
     pub fn quorum(&self) -> usize {
-        self.nodes.len() / 2 + 1
+        self.node_count() / 2 + 1
     }
 
     /// How long one node may take to answer an acquire or renewal of a lock with `ttl`.
@@ -90,7 +104,7 @@ impl ClientConfig {
         if let Some(t) = self.node_timeout {
             return t;
         }
-        if self.nodes.len() == 1 {
+        if self.node_count() == 1 {
             return self.command_timeout;
         }
         ttl.mul_f64(NODE_TIMEOUT_SHARE)
@@ -109,7 +123,7 @@ impl ClientConfig {
     pub fn validate(&self) -> Result<()> {
         if self.nodes.is_empty() {
             return Err(LockError::invalid_value(
-                "nodes",
+                if self.cluster { "cluster" } else { "nodes" },
                 "must list at least one Redis URL",
             ));
         }
@@ -321,6 +335,13 @@ mod tests {
         assert_eq!(
             cfg.drift_for(Duration::from_secs(10)),
             Duration::from_millis(102)
+        );
+        // A cluster's seeds are one lock node.
+        cfg.cluster = true;
+        assert_eq!(cfg.quorum(), 1);
+        assert_eq!(
+            cfg.node_timeout_for(Duration::from_secs(10)),
+            DEFAULT_COMMAND_TIMEOUT
         );
     }
 }

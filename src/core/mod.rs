@@ -7,6 +7,7 @@ pub mod error;
 pub mod lock;
 pub mod node;
 pub mod scripts;
+pub mod slot;
 pub mod stats;
 pub mod watchdog;
 

@@ -1,25 +1,75 @@
-//! One Redis master: its shared, auto-reconnecting connection and the lock
-//! operations on it, each bounded by a timeout and reduced to a [`NodeAnswer`].
+//! One lock node: a Redis master or a whole Redis Cluster, its shared,
+//! auto-reconnecting connection and the lock operations on it, each bounded by
+//! a timeout and reduced to a [`NodeAnswer`].
 
 use std::sync::RwLock;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, ClientTlsConfig, ConnectionAddr, RedisError, TlsCertificates, Value};
+use futures_util::future::{join_all, BoxFuture};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster_async::ClusterConnection;
+use redis::{
+    Client, ClientTlsConfig, Cmd, ConnectionAddr, Pipeline, RedisError, RedisFuture,
+    TlsCertificates, Value,
+};
 
 use crate::core::broken::{self, Broken};
 use crate::core::config::TlsConfig;
 use crate::core::error::{ErrorCode, LockError, NodeAnswer, Result};
 use crate::core::scripts;
 
-/// A Redis node and its lazily opened, shared connection.
+/// What a node connects to.
+enum Target {
+    Single(Client, ConnectionManagerConfig),
+    /// A Redis Cluster: one logical node whose commands route by their first key.
+    Cluster(ClusterClient),
+}
+
+/// A node's shared connection: one master's, or a cluster's (which follows
+/// MOVED/ASK redirections and refreshes its slot map after a failover).
+#[derive(Clone)]
+pub enum Connection {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Connection::Single(c) => c.req_packed_command(cmd),
+            Connection::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Connection::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Connection::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Connection::Single(c) => c.get_db(),
+            Connection::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// A lock node and its lazily opened, shared connection.
 pub struct Node {
-    /// `host:port` (or the socket path): safe to print, never carries credentials.
+    /// `host:port` (or the socket path), or `cluster host:port,…` for a cluster's
+    /// seeds: safe to print, never carries credentials.
     pub name: String,
-    client: Client,
-    config: ConnectionManagerConfig,
+    target: Target,
     connect_timeout: Duration,
-    current: RwLock<Option<ConnectionManager>>,
+    current: RwLock<Option<Connection>>,
     connecting: tokio::sync::Mutex<()>,
     closed: std::sync::atomic::AtomicBool,
 }
@@ -49,73 +99,93 @@ impl Node {
                 "must start with redis://, rediss:// or unix://",
             ));
         }
-        let opened = match tls {
-            Some(tls) if url.starts_with("rediss://") => {
-                install_crypto_provider();
-                let client_tls = match (&tls.cert, &tls.key) {
-                    (Some(cert), Some(key)) => Some(ClientTlsConfig {
-                        client_cert: cert.clone(),
-                        client_key: key.clone(),
-                    }),
-                    (None, None) => None,
-                    _ => {
-                        return Err(LockError::invalid_value(
-                            "tls",
-                            "needs both cert and key for a client certificate",
-                        ))
-                    }
-                };
-                Client::build_with_tls(
-                    url,
-                    TlsCertificates {
-                        client_tls,
-                        root_cert: tls.ca.clone(),
-                    },
-                )
-            }
-            _ => {
-                if url.starts_with("rediss://") {
-                    install_crypto_provider();
-                }
-                Client::open(url)
-            }
-        };
-        let client = opened.map_err(|e| {
-            LockError::invalid_value(
-                "url",
-                &format!("is not a usable Redis URL ({})", e.category()),
-            )
-        })?;
-        let name = match client.get_connection_info().addr() {
-            ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
-                format!("{host}:{port}")
-            }
-            ConnectionAddr::Unix(path) => path.display().to_string(),
-            _ => "redis".to_string(),
-        };
+        let client = open_client(url, tls)?;
+        let name = addr_name(&client);
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(connect_timeout))
             .set_response_timeout(Some(command_timeout))
             .set_number_of_retries(1)
             .set_min_delay(Duration::from_millis(20))
             .set_max_delay(Duration::from_millis(200));
-        Ok(Node {
+        Ok(Node::new(
             name,
-            client,
-            config,
+            Target::Single(client, config),
+            connect_timeout,
+        ))
+    }
+
+    /// A whole Redis Cluster as one node, reached through its seed `urls` (no
+    /// I/O). Commands route by their first key; redirections and failovers are
+    /// followed within `command_timeout`.
+    pub fn open_cluster(
+        urls: &[String],
+        tls: Option<&TlsConfig>,
+        connect_timeout: Duration,
+        command_timeout: Duration,
+    ) -> Result<Node> {
+        let mut names = Vec::with_capacity(urls.len());
+        for url in urls {
+            if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+                return Err(LockError::invalid_value(
+                    "cluster",
+                    "must list redis:// or rediss:// URLs",
+                ));
+            }
+            // Parsed here only to check the URL and name the node.
+            names.push(addr_name(&open_client(url, None)?));
+        }
+        let mut builder = ClusterClientBuilder::new(urls.iter().map(String::as_str))
+            .connection_timeout(connect_timeout)
+            .response_timeout(command_timeout)
+            .overall_response_timeout(Some(command_timeout))
+            // A few quick retries ride out a failover's redirections and refreshes.
+            .retries(3)
+            .min_retry_wait(10)
+            .max_retry_wait(100);
+        if let Some(tls) = tls {
+            if urls.iter().any(|u| u.starts_with("rediss://")) {
+                install_crypto_provider();
+                builder = builder.certs(TlsCertificates {
+                    client_tls: client_tls(tls)?,
+                    root_cert: tls.ca.clone(),
+                });
+            }
+        }
+        let client = builder.build().map_err(|e| {
+            LockError::invalid_value(
+                "cluster",
+                &format!("is not a usable list of cluster URLs ({})", e.category()),
+            )
+        })?;
+        Ok(Node::new(
+            format!("cluster {}", names.join(",")),
+            Target::Cluster(client),
+            connect_timeout,
+        ))
+    }
+
+    fn new(name: String, target: Target, connect_timeout: Duration) -> Node {
+        Node {
+            name,
+            target,
             connect_timeout,
             current: RwLock::new(None),
             connecting: tokio::sync::Mutex::new(()),
             closed: std::sync::atomic::AtomicBool::new(false),
-        })
+        }
     }
 
-    fn cached(&self) -> Option<ConnectionManager> {
+    /// True for a Redis Cluster, where one pipeline cannot span hash slots.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.target, Target::Cluster(_))
+    }
+
+    fn cached(&self) -> Option<Connection> {
         self.current.read().ok().and_then(|c| c.clone())
     }
 
     /// The shared connection, opened on first use within the connect timeout.
-    pub async fn connection(&self) -> Result<ConnectionManager, NodeAnswer> {
+    pub async fn connection(&self) -> Result<Connection, NodeAnswer> {
         if let Some(con) = self.cached() {
             return Ok(con);
         }
@@ -126,7 +196,18 @@ impl Node {
         if self.closed.load(std::sync::atomic::Ordering::Acquire) {
             return Err(NodeAnswer::Unreachable("the client is closed".into()));
         }
-        let open = ConnectionManager::new_with_config(self.client.clone(), self.config.clone());
+        let open: BoxFuture<'_, redis::RedisResult<Connection>> = match &self.target {
+            Target::Single(client, config) => Box::pin(async move {
+                ConnectionManager::new_with_config(client.clone(), config.clone())
+                    .await
+                    .map(Connection::Single)
+            }),
+            Target::Cluster(client) => {
+                Box::pin(
+                    async move { client.get_async_connection().await.map(Connection::Cluster) },
+                )
+            }
+        };
         let con = match tokio::time::timeout(self.connect_timeout, open).await {
             Ok(Ok(con)) => con,
             Ok(Err(e)) => return Err(fault(&e)),
@@ -158,7 +239,7 @@ impl Node {
     /// fence value (0 without fencing).
     pub async fn acquire(
         &self,
-        con: &mut ConnectionManager,
+        con: &mut Connection,
         keys: &[String],
         locked: usize,
         token: &str,
@@ -248,10 +329,7 @@ impl Node {
         if answers.iter().any(is_noscript) {
             // The node lost its script cache (SCRIPT FLUSH or a restart): nothing ran
             // for those entries, so loading the script and sending them again is safe.
-            let mut load = redis::cmd("SCRIPT");
-            load.arg("LOAD").arg(include_str!("../scripts/extend.lua"));
-            let load = load.query_async::<String>(&mut con);
-            if let Err(answer) = bounded(timeout, load).await {
+            if let Err(answer) = bounded(timeout, load_extend(&mut con)).await {
                 return vec![answer; batch.len()];
             }
             answers = self.extend_pipeline(&mut con, batch, hash, timeout).await;
@@ -259,25 +337,56 @@ impl Node {
         answers
     }
 
+    /// Renews one lock on its own (a cluster routes it by its first key), with
+    /// the same NOSCRIPT recovery as [`Node::extend_batch`].
+    pub async fn extend_one(&self, renewal: &Renewal<'_>, timeout: Duration) -> NodeAnswer {
+        let mut con = match self.connection().await {
+            Ok(con) => con,
+            Err(answer) => return answer,
+        };
+        let hash = scripts::EXTEND.get_hash();
+        let cmd = extend_cmd(renewal, hash);
+        let mut answer = match bounded(timeout, cmd.query_async::<Value>(&mut con)).await {
+            Ok(reply) => extend_answer(Ok(reply)),
+            Err(answer) => answer,
+        };
+        if is_noscript(&answer) {
+            // SCRIPT LOAD reaches every node of a cluster.
+            if let Err(answer) = bounded(timeout, load_extend(&mut con)).await {
+                return answer;
+            }
+            answer = match bounded(timeout, cmd.query_async::<Value>(&mut con)).await {
+                Ok(reply) => extend_answer(Ok(reply)),
+                Err(answer) => answer,
+            };
+        }
+        answer
+    }
+
     async fn extend_pipeline(
         &self,
-        con: &mut ConnectionManager,
+        con: &mut Connection,
         batch: &[Renewal<'_>],
         hash: &str,
         timeout: Duration,
     ) -> Vec<NodeAnswer> {
+        if let Connection::Cluster(cluster) = con {
+            // A pipeline cannot span hash slots: send the renewals side by side,
+            // each routed by its first key, over the same multiplexed connections.
+            let cluster = &*cluster;
+            return join_all(batch.iter().map(|r| async move {
+                let mut con = cluster.clone();
+                match bounded(timeout, extend_cmd(r, hash).query_async::<Value>(&mut con)).await {
+                    Ok(reply) => extend_answer(Ok(reply)),
+                    Err(answer) => answer,
+                }
+            }))
+            .await;
+        }
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
         for r in batch {
-            if broken::mode() == Broken::ExtendRecreates {
-                pipe.cmd("EVAL").arg(RECREATE);
-            } else {
-                pipe.cmd("EVALSHA").arg(hash);
-            }
-            pipe.arg(r.keys.len())
-                .arg(r.keys)
-                .arg(r.token)
-                .arg(r.ttl_ms);
+            pipe.add_command(extend_cmd(r, hash));
         }
         match bounded(
             timeout,
@@ -285,15 +394,9 @@ impl Node {
         )
         .await
         {
-            Ok(replies) if replies.len() == batch.len() => replies
-                .into_iter()
-                .map(|reply| match reply {
-                    Ok(Value::Int(1)) => NodeAnswer::Ok,
-                    Ok(Value::Int(_)) => NodeAnswer::NotHeld,
-                    Ok(other) => NodeAnswer::ErrorReply(format!("unexpected reply {other:?}")),
-                    Err(e) => fault(&e),
-                })
-                .collect(),
+            Ok(replies) if replies.len() == batch.len() => {
+                replies.into_iter().map(extend_answer).collect()
+            }
             Ok(replies) => vec![
                 NodeAnswer::ErrorReply(format!(
                     "{} replies for {} commands",
@@ -307,9 +410,93 @@ impl Node {
     }
 }
 
+async fn load_extend(con: &mut Connection) -> redis::RedisResult<String> {
+    let mut load = redis::cmd("SCRIPT");
+    load.arg("LOAD").arg(include_str!("../scripts/extend.lua"));
+    load.query_async::<String>(con).await
+}
+
+/// One renewal's EVALSHA of the extend script.
+fn extend_cmd(r: &Renewal<'_>, hash: &str) -> Cmd {
+    let mut cmd = if broken::mode() == Broken::ExtendRecreates {
+        let mut c = redis::cmd("EVAL");
+        c.arg(RECREATE);
+        c
+    } else {
+        let mut c = redis::cmd("EVALSHA");
+        c.arg(hash);
+        c
+    };
+    cmd.arg(r.keys.len()).arg(r.keys).arg(r.token).arg(r.ttl_ms);
+    cmd
+}
+
+fn extend_answer(reply: redis::RedisResult<Value>) -> NodeAnswer {
+    match reply {
+        Ok(Value::Int(1)) => NodeAnswer::Ok,
+        Ok(Value::Int(_)) => NodeAnswer::NotHeld,
+        Ok(other) => NodeAnswer::ErrorReply(format!("unexpected reply {other:?}")),
+        Err(e) => fault(&e),
+    }
+}
+
 /// The broken extend of `Broken::ExtendRecreates`: sets the keys whatever they hold.
 const RECREATE: &str =
     "for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2]) end return 1";
+
+/// Parses one node URL (no I/O), with TLS material for `rediss://`. A malformed
+/// URL is an `ERR_INVALID_ARG_VALUE` that never echoes a password.
+fn open_client(url: &str, tls: Option<&TlsConfig>) -> Result<Client> {
+    let opened = match tls {
+        Some(tls) if url.starts_with("rediss://") => {
+            install_crypto_provider();
+            Client::build_with_tls(
+                url,
+                TlsCertificates {
+                    client_tls: client_tls(tls)?,
+                    root_cert: tls.ca.clone(),
+                },
+            )
+        }
+        _ => {
+            if url.starts_with("rediss://") {
+                install_crypto_provider();
+            }
+            Client::open(url)
+        }
+    };
+    opened.map_err(|e| {
+        LockError::invalid_value(
+            "url",
+            &format!("is not a usable Redis URL ({})", e.category()),
+        )
+    })
+}
+
+fn client_tls(tls: &TlsConfig) -> Result<Option<ClientTlsConfig>> {
+    match (&tls.cert, &tls.key) {
+        (Some(cert), Some(key)) => Ok(Some(ClientTlsConfig {
+            client_cert: cert.clone(),
+            client_key: key.clone(),
+        })),
+        (None, None) => Ok(None),
+        _ => Err(LockError::invalid_value(
+            "tls",
+            "needs both cert and key for a client certificate",
+        )),
+    }
+}
+
+/// `host:port` or the socket path of a parsed URL.
+fn addr_name(client: &Client) -> String {
+    match client.get_connection_info().addr() {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+            format!("{host}:{port}")
+        }
+        ConnectionAddr::Unix(path) => path.display().to_string(),
+        _ => "redis".to_string(),
+    }
+}
 
 /// rustls needs one process-wide crypto provider; lockdog ships `ring`.
 fn install_crypto_provider() {

@@ -68,12 +68,19 @@ pub struct RedisServer {
     dir: PathBuf,
     child: Option<Child>,
     paused: bool,
+    /// Extra `redis-server` arguments (e.g. cluster mode).
+    extra: Vec<String>,
 }
 
 impl RedisServer {
     /// Starts a server on a free port; retries with another port if one was taken
     /// between picking it and the server binding it.
     pub fn start() -> RedisServer {
+        Self::start_with(&[])
+    }
+
+    /// [`RedisServer::start`] with extra `redis-server` arguments.
+    pub fn start_with(extra: &[&str]) -> RedisServer {
         let dir = std::env::temp_dir().join(format!(
             "lockdog-it-{}-{}",
             std::process::id(),
@@ -85,6 +92,7 @@ impl RedisServer {
             dir,
             child: None,
             paused: false,
+            extra: extra.iter().map(|a| a.to_string()).collect(),
         };
         let mut last_error = String::new();
         for _ in 0..5 {
@@ -122,6 +130,7 @@ impl RedisServer {
             .arg(&self.dir)
             .arg("--logfile")
             .arg(self.log_path())
+            .args(&self.extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

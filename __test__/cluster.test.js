@@ -1,0 +1,89 @@
+'use strict'
+
+// `cluster` from JavaScript against a real local Redis Cluster (3 masters, 3
+// replicas). The failover under held locks is covered in tests/cluster.rs.
+
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const { execFileSync } = require('node:child_process')
+const Redis = require('ioredis')
+const { LockClient } = require('..')
+const { startRedis, waitFor } = require('./helpers')
+
+const CLUSTER_ARGS = ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000']
+
+let servers = []
+let seeds
+let redis
+
+before(async () => {
+  servers = await Promise.all(Array.from({ length: 6 }, () => startRedis(CLUSTER_ARGS)))
+  execFileSync('redis-cli', ['--cluster', 'create', ...servers.map((s) => `127.0.0.1:${s.port}`),
+    '--cluster-replicas', '1', '--cluster-yes'], { stdio: 'ignore', timeout: 20000 })
+  const info = (port) => execFileSync('redis-cli', ['-p', String(port), 'CLUSTER', 'INFO'], { encoding: 'utf8' })
+  await waitFor(() => servers.every((s) => info(s.port).includes('cluster_state:ok')),
+    { timeout: 20000, what: 'cluster_state:ok on every node' })
+  seeds = servers.slice(0, 3).map((s) => s.url)
+  redis = new Redis.Cluster(servers.map((s) => ({ host: '127.0.0.1', port: s.port })))
+})
+
+after(async () => {
+  if (redis) redis.disconnect()
+  await Promise.all(servers.map((s) => s.stop()))
+})
+
+test('cluster cannot be combined with url or nodes, and must be a string array', () => {
+  for (const extra of [{ url: 'redis://127.0.0.1:1' }, { nodes: ['redis://127.0.0.1:1'] }]) {
+    assert.throws(() => new LockClient({ cluster: ['redis://127.0.0.1:1'], ...extra }), { code: 'ERR_INVALID_ARG_VALUE', message: /cluster/ })
+  }
+  assert.throws(() => new LockClient({ cluster: 'redis://127.0.0.1:1' }), { code: 'ERR_INVALID_ARG_TYPE' })
+  assert.throws(() => new LockClient({ cluster: [] }), { code: 'ERR_INVALID_ARG_VALUE' })
+  assert.throws(() => new LockClient({ cluster: ['unix:///tmp/x.sock'] }), { code: 'ERR_INVALID_ARG_VALUE' })
+})
+
+test('keys in different hash slots are rejected synchronously, explaining hash tags', async () => {
+  const locks = new LockClient({ cluster: ['redis://127.0.0.1:1'] })
+  assert.throws(() => locks.acquire(['order:42:pay', 'order:42:ship']), (err) => {
+    assert.equal(err.code, 'ERR_INVALID_ARG_VALUE')
+    assert.match(err.message, /hash slot/)
+    assert.match(err.message, /order:\{42\}:pay/)
+    return true
+  })
+  await locks.close()
+})
+
+test('locks route by key, with several keys of one slot as one lock', async () => {
+  const locks = new LockClient({ cluster: seeds, keyPrefix: 'jscl:', ttl: 900 })
+  const other = new LockClient({ cluster: seeds, keyPrefix: 'jscl:' })
+  try {
+    assert.equal(locks.nodes.length, 1, 'a cluster is one lock node')
+    const many = await Promise.all(Array.from({ length: 12 }, (_, i) => locks.acquire(`k${i}`)))
+    const owners = new Set()
+    for (const lock of many) {
+      assert.equal(await redis.get(`jscl:${lock.key}`), lock.token)
+      const slot = await redis.cluster('KEYSLOT', `jscl:${lock.key}`)
+      const master = redis.slots[slot][0]
+      owners.add(master)
+    }
+    assert.ok(owners.size >= 2, `keys on several masters: ${[...owners]}`)
+
+    const result = await locks.withLock(['order:{7}:pay', 'order:{7}:ship'], async (signal) => {
+      assert.equal(await other.tryAcquire('order:{7}:ship'), null)
+      await new Promise((r) => setTimeout(r, 1200)) // past the ttl: renewed by the watchdog
+      assert.equal(signal.aborted, false)
+      return 'paid'
+    })
+    assert.equal(result, 'paid')
+    assert.equal(await redis.exists('jscl:order:{7}:pay'), 0)
+
+    const seen = await locks.inspect('k0')
+    assert.equal(seen.held, true)
+    await many[1].extend(5000)
+    assert.ok((await redis.pttl('jscl:k1')) > 2000)
+    assert.equal(await other.forceRelease('k2'), 1)
+    for (const lock of many) await lock.release()
+  } finally {
+    await locks.close()
+    await other.close()
+  }
+})

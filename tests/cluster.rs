@@ -1,0 +1,347 @@
+//! Redis Cluster against a real local cluster of 3 masters with one replica
+//! each: routing by key, the lock lifecycle, hash-slot checks, and a manual
+//! failover while locks are held.
+
+mod support;
+
+use std::collections::{BTreeMap, HashMap};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use lockdog::core::slot::key_slot;
+use lockdog::core::{Client, ClientConfig, ErrorCode, Event, EventHook, Lock};
+use tokio_util::sync::CancellationToken;
+
+use support::{config, eventually, ms, opts, within, RedisServer};
+
+/// Six cluster-mode servers: three masters, three replicas. Every process is
+/// killed by its PID when this is dropped.
+struct Cluster {
+    servers: Vec<RedisServer>,
+}
+
+impl Cluster {
+    async fn start() -> Cluster {
+        let servers: Vec<RedisServer> = (0..6)
+            .map(|_| {
+                RedisServer::start_with(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "2000",
+                ])
+            })
+            .collect();
+        let mut create = Command::new("redis-cli");
+        create.arg("--cluster").arg("create");
+        for s in &servers {
+            create.arg(s.name());
+        }
+        let out = create
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .output()
+            .expect("run redis-cli --cluster create");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let cluster = Cluster { servers };
+        cluster.settled(Duration::from_secs(20)).await;
+        cluster
+    }
+
+    fn seeds(&self) -> Vec<String> {
+        self.servers.iter().map(|s| s.url()).collect()
+    }
+
+    fn by_port(&self, port: u16) -> &RedisServer {
+        self.servers
+            .iter()
+            .find(|s| s.port() == port)
+            .expect("a server of this cluster")
+    }
+
+    /// Waits until every node reports `cluster_state:ok` and knows all six.
+    async fn settled(&self, within: Duration) {
+        eventually(within, "the cluster is ok on every node", || async {
+            for s in &self.servers {
+                let info: String = s.query(redis::cmd("CLUSTER").arg("INFO")).await;
+                if !info.contains("cluster_state:ok") || !info.contains("cluster_known_nodes:6") {
+                    return false;
+                }
+            }
+            true
+        })
+        .await;
+    }
+
+    /// The master that answers `key` itself (the others redirect): its port and the value.
+    async fn owner(&self, key: &str) -> Option<(u16, Option<String>)> {
+        for s in &self.servers {
+            let mut con = s.con().await;
+            let got: redis::RedisResult<Option<String>> =
+                redis::cmd("GET").arg(key).query_async(&mut con).await;
+            if let Ok(v) = got {
+                return Some((s.port(), v));
+            }
+        }
+        None
+    }
+
+    async fn role(&self, port: u16) -> String {
+        self.by_port(port)
+            .info_field("replication", "role")
+            .await
+            .unwrap_or_default()
+    }
+
+    /// The port of a replica of the master on `port`.
+    async fn replica_of(&self, port: u16) -> u16 {
+        let line = self
+            .by_port(port)
+            .info_field("replication", "slave0")
+            .await
+            .expect("the master has a replica");
+        line.split(',')
+            .find_map(|kv| kv.strip_prefix("port="))
+            .and_then(|p| p.parse().ok())
+            .expect("a replica port")
+    }
+}
+
+/// `(lock id, code)` of every lost lock the hook saw.
+type LostEvents = Arc<Mutex<Vec<(u64, ErrorCode)>>>;
+
+fn cluster_config(cluster: &Cluster) -> ClientConfig {
+    let mut cfg = config(&[]);
+    cfg.nodes = cluster.seeds();
+    cfg.cluster = true;
+    cfg
+}
+
+fn client(cfg: ClientConfig) -> (Client, LostEvents) {
+    let lost: LostEvents = Arc::default();
+    let sink = lost.clone();
+    let hook: EventHook = Arc::new(move |e: Event<'_>| {
+        if let Event::Lost { id, error } = e {
+            sink.lock().expect("hook mutex").push((id, error.code));
+        }
+    });
+    (Client::new(cfg, Some(hook)).expect("valid config"), lost)
+}
+
+fn acquire<'a>(
+    client: &'a Client,
+    keys: &[&str],
+    ttl_ms: u64,
+) -> impl std::future::Future<Output = Lock> + 'a {
+    let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+    async move {
+        within(
+            Duration::from_secs(5),
+            "acquire",
+            client.acquire(keys, &opts(ttl_ms), CancellationToken::new()),
+        )
+        .await
+        .expect("acquired")
+    }
+}
+
+#[test]
+fn cross_slot_keys_are_rejected_before_any_io() {
+    let mut cfg = ClientConfig::default();
+    // Nothing listens here: the checks must not need a connection.
+    cfg.nodes = vec!["redis://127.0.0.1:1".into(), "redis://127.0.0.1:2".into()];
+    cfg.cluster = true;
+    let client = Client::new(cfg.clone(), None).expect("valid config");
+    assert_eq!(client.node_names().len(), 1, "a cluster is one lock node");
+    let keys = |ks: &[&str]| ks.iter().map(|k| k.to_string()).collect::<Vec<_>>();
+    let o = opts(1000);
+    assert!(client
+        .prepare(keys(&["order:{42}:pay", "order:{42}:ship"]), &o)
+        .is_ok());
+    let err = client
+        .prepare(keys(&["order:42:pay", "order:42:ship"]), &o)
+        .err()
+        .expect("cross-slot keys are rejected");
+    assert_eq!(err.code, ErrorCode::InvalidArgValue);
+    assert!(err.message.contains("hash tag"), "{}", err.message);
+
+    cfg.fencing = true;
+    let fencing = Client::new(cfg, None).expect("valid config");
+    assert!(fencing.prepare(keys(&["plain"]), &o).is_ok());
+    let err = fencing
+        .prepare(keys(&["a}b"]), &o)
+        .err()
+        .expect("its fence counter would land in another slot");
+    assert_eq!(err.code, ErrorCode::InvalidArgValue);
+
+    let mut bad = ClientConfig::default();
+    bad.nodes = vec!["unix:///tmp/redis.sock".into()];
+    bad.cluster = true;
+    assert_eq!(
+        Client::new(bad, None).err().map(|e| e.code),
+        Some(ErrorCode::InvalidArgValue)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_on_a_cluster_survive_a_manual_failover() {
+    let cluster = Cluster::start().await;
+    let cfg = cluster_config(&cluster);
+    let prefix = cfg.key_prefix.clone();
+    let full = |name: &str| format!("{prefix}{name}");
+    let (locks, lost) = client(cfg.clone());
+
+    // Locks on many keys spread over the three masters, each on its slot's owner.
+    let names: Vec<String> = (0..24).map(|i| format!("spread:{i}")).collect();
+    let held = join_all(names.iter().map(|n| acquire(&locks, &[n.as_str()], 10_000))).await;
+    let mut per_master: HashMap<u16, usize> = HashMap::new();
+    for (name, lock) in names.iter().zip(&held) {
+        let key = full(name);
+        let slot: i64 = cluster.servers[0]
+            .query(redis::cmd("CLUSTER").arg("KEYSLOT").arg(&key))
+            .await;
+        assert_eq!(slot, i64::from(key_slot(&key)), "slot of {key}");
+        let (port, value) = cluster.owner(&key).await.expect("an owner");
+        assert_eq!(value.as_deref(), Some(lock.token()), "{key} on its owner");
+        *per_master.entry(port).or_default() += 1;
+    }
+    assert_eq!(per_master.len(), 3, "keys on every master: {per_master:?}");
+
+    // extend and release, routed by key.
+    let first = &held[0];
+    first.extend(ms(20_000)).await.expect("extended");
+    let (port, _) = cluster.owner(&full(&names[0])).await.expect("an owner");
+    assert!(cluster.by_port(port).pttl(&full(&names[0])).await > 10_000);
+    for lock in &held {
+        assert!(lock.release().await.expect("released"));
+    }
+    for name in &names {
+        assert_eq!(cluster.owner(&full(name)).await.expect("owner").1, None);
+    }
+
+    // Several keys in one slot: one lock; another owner is refused.
+    let tagged = acquire(&locks, &["order:{42}:pay", "order:{42}:ship"], 5_000).await;
+    let (other, _) = client(cfg.clone());
+    let taken = other
+        .try_acquire(vec!["order:{42}:ship".into()], &opts(5_000))
+        .await
+        .expect("answered");
+    assert!(taken.is_none(), "held by the first client");
+    assert!(tagged.release().await.expect("released"));
+
+    // Fencing on a cluster: the counter shares the key's slot.
+    let mut fenced_cfg = cfg.clone();
+    fenced_cfg.fencing = true;
+    let (fenced, _) = client(fenced_cfg);
+    let a = acquire(&fenced, &["fenced"], 5_000).await;
+    let fa = a.fence().expect("a fence");
+    a.release().await.expect("released");
+    let b = acquire(&fenced, &["fenced"], 5_000).await;
+    assert!(b.fence().expect("a fence") > fa);
+    b.release().await.expect("released");
+
+    // The watchdog renews locks on every master in one batch.
+    let watched_names: Vec<String> = (0..24).map(|i| format!("watched:{i}")).collect();
+    let watched = join_all(
+        watched_names
+            .iter()
+            .map(|n| acquire(&locks, &[n.as_str()], 1_500)),
+    )
+    .await;
+    tokio::time::sleep(ms(2_000)).await;
+    for lock in &watched {
+        assert!(lock.is_held(), "renewed past its 1500 ms ttl");
+    }
+    assert!(lost.lock().expect("hook mutex").is_empty());
+
+    // Manual failover of the master holding the most watched keys.
+    let mut owners: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+    for (i, name) in watched_names.iter().enumerate() {
+        let (port, _) = cluster.owner(&full(name)).await.expect("an owner");
+        owners.entry(port).or_default().push(i);
+    }
+    let (&old_master, victims) = owners
+        .iter()
+        .max_by_key(|(_, v)| v.len())
+        .expect("some master");
+    let victims = victims.clone();
+    let replica = cluster.replica_of(old_master).await;
+    let started = Instant::now();
+    let _: String = cluster
+        .by_port(replica)
+        .query(redis::cmd("CLUSTER").arg("FAILOVER"))
+        .await;
+    eventually(
+        Duration::from_secs(10),
+        "the replica is promoted",
+        || async { cluster.role(replica).await == "master" },
+    )
+    .await;
+    cluster.settled(Duration::from_secs(10)).await;
+    let promoted_in = started.elapsed();
+
+    // Two renewal periods later every lock is either renewed on the new owner or
+    // reported lost: never held locally with its key gone or foreign.
+    tokio::time::sleep(ms(700)).await;
+    let lost_ids: Vec<u64> = lost
+        .lock()
+        .expect("hook mutex")
+        .iter()
+        .map(|(id, code)| {
+            assert_eq!(*code, ErrorCode::Lost);
+            *id
+        })
+        .collect();
+    let mut still_held = 0;
+    for (i, (name, lock)) in watched_names.iter().zip(&watched).enumerate() {
+        // Renewals settle lock by lock: the other masters' locks never wait on the stalled one.
+        assert!(
+            victims.contains(&i) || lock.is_held(),
+            "{name} was not on the failed-over master"
+        );
+        let (port, value) = cluster.owner(&full(name)).await.expect("an owner");
+        if lock.is_held() {
+            assert_eq!(value.as_deref(), Some(lock.token()), "{name} on {port}");
+            still_held += 1;
+        } else {
+            assert!(lost_ids.contains(&lock.id()), "{name} ended silently");
+        }
+    }
+    for &i in &victims {
+        let (port, _) = cluster
+            .owner(&full(&watched_names[i]))
+            .await
+            .expect("owner");
+        assert_eq!(port, replica, "the promoted replica owns the slot now");
+    }
+    eprintln!(
+        "failover in {promoted_in:?}: {still_held} of {} locks still held, {} lost ({} were on the failed-over master)",
+        watched.len(),
+        lost_ids.len(),
+        victims.len()
+    );
+
+    // New acquisitions in the failed-over slots land on the promoted master.
+    for &i in &victims {
+        // Tagged with the victim's whole key (prefix included): the same slot.
+        let name = format!("{{{}}}:again", full(&watched_names[i]));
+        let lock = acquire(&locks, &[name.as_str()], 5_000).await;
+        let (port, value) = cluster.owner(&full(&name)).await.expect("an owner");
+        assert_eq!((port, value.as_deref()), (replica, Some(lock.token())));
+        assert!(lock.release().await.expect("released"));
+    }
+    for lock in watched.iter().filter(|l| l.is_held()) {
+        assert!(lock.release().await.expect("released"));
+    }
+    locks.close().await;
+    other.close().await;
+    fenced.close().await;
+}
