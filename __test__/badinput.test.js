@@ -117,3 +117,23 @@ test('binary-looking and Unicode keys round-trip exactly', async () => {
     assert.equal(await redis.exists(key), 0)
   }
 })
+
+test('a polluted Object.prototype does not change any lock', async () => {
+  Object.prototype.ttl = 50 // eslint-disable-line no-extend-native
+  Object.prototype.autoRenew = false // eslint-disable-line no-extend-native
+  Object.prototype.retryCount = 0 // eslint-disable-line no-extend-native
+  try {
+    const c = new LockClient({ url: server.url })
+    const lock = await c.acquire('bad:polluted')
+    assert.equal(lock.ttl, 30000)
+    assert.ok((await redis.pttl('bad:polluted')) > 29000)
+    await new Promise((r) => setTimeout(r, 150))
+    assert.equal(lock.held, true)
+    await lock.release()
+    await c.close()
+  } finally {
+    delete Object.prototype.ttl
+    delete Object.prototype.autoRenew
+    delete Object.prototype.retryCount
+  }
+})

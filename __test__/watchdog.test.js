@@ -150,3 +150,21 @@ test('a garbage-collected lock is never renewed again', async () => {
   assert.equal(after.renewed, before.renewed, 'no renewal after collection')
   assert.equal(await redis.exists('wd:gc'), 0, 'its key expired by TTL')
 })
+
+test('after one lock is lost, the client keeps renewing and watching the next ones', async () => {
+  const c = new LockClient({ url: server.url })
+  const first = await c.acquire('wd:first', { ttl: 300, maxHold: 400 })
+  await aborted(first.signal)
+  const second = await c.acquire('wd:second', { ttl: 300 })
+  const renewed = c.stats().renewed
+  await waitFor(() => c.stats().renewed >= renewed + 3, { what: 'renewals of the second lock', timeout: 2000 })
+  assert.equal(second.held, true)
+  await redis.del('wd:second')
+  await aborted(second.signal)
+  assert.equal(second.signal.reason.code, 'ERR_LOCK_LOST')
+  const third = await c.acquire('wd:third', { ttl: 300 })
+  await sleep(700)
+  assert.equal(third.held, true)
+  assert.equal(await redis.get('wd:third'), third.token)
+  await c.close()
+})

@@ -254,14 +254,20 @@ class LockClient extends EventEmitter {
    */
   acquire(key, options) {
     const keys = keyList(key)
-    const { signal, onLost, ...opts } = pick(options, ACQUIRE_JS)
+    const opts = pick(options, ACQUIRE_JS)
+    const { signal, onLost } = opts
+    delete opts.signal
+    delete opts.onLost
     return this.#acquire(keys, opts, signal, onLost)
   }
 
   /** One attempt: resolves the Lock, or null when another owner holds it. */
   tryAcquire(key, options) {
     const keys = keyList(key)
-    const { signal, onLost, ...opts } = pick(options, ACQUIRE_JS)
+    const opts = pick(options, ACQUIRE_JS)
+    const { signal, onLost } = opts
+    delete opts.signal
+    delete opts.onLost
     opts.retryCount = 0
     return this.#acquire(keys, opts, signal, onLost).catch((e) => {
       if (e && e.code === 'ERR_LOCK_TAKEN') return null

@@ -34,9 +34,11 @@ const TYPES = {
  * (a misspelt option must not silently change a lock).
  */
 function pick(options, schema, name = 'options') {
-  if (options === undefined || options === null) return {}
+  // A null-prototype result: the native layer reads properties through the
+  // prototype chain, so a polluted Object.prototype must not reach it.
+  const out = Object.create(null)
+  if (options === undefined || options === null) return out
   if (typeof options !== 'object' || Array.isArray(options)) throw invalidType(name, 'of type object', options)
-  const out = {}
   for (const key of Object.keys(options)) {
     const value = options[key]
     if (value === undefined) continue
@@ -89,7 +91,7 @@ function pem(value, name) {
 /** The `tls` option with its certificates as PEM text; other TLS settings are ignored. */
 function tlsOption(tls) {
   if (tls === undefined) return undefined
-  const out = {}
+  const out = Object.create(null)
   for (const field of ['ca', 'cert', 'key']) {
     const v = pem(tls[field], `options.tls.${field}`)
     if (v !== undefined) out[field] = v

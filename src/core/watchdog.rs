@@ -23,7 +23,8 @@ struct Entry {
 pub struct Watchdog {
     entries: Mutex<HashMap<u64, Entry>>,
     wake: Arc<Notify>,
-    /// When the scheduler plans to look next; a new entry due earlier wakes it.
+    /// When the scheduler plans to look next (0: it has not looked yet); a new
+    /// entry due earlier wakes it.
     planned_ns: AtomicU64,
     started: AtomicBool,
     stop: CancellationToken,
@@ -66,7 +67,8 @@ impl Watchdog {
         }
         // Waking the scheduler for every acquire would cost a task switch each;
         // only an entry due before its planned wake-up needs it.
-        if due < self.planned_ns.load(Ordering::Acquire) {
+        let planned = self.planned_ns.load(Ordering::Acquire);
+        if planned == 0 || due < planned {
             self.wake.notify_one();
         }
     }
@@ -138,12 +140,8 @@ impl Watchdog {
         for s in &expired {
             entries.remove(&s.id);
         }
-        let planned = if batch.is_empty() && expired.is_empty() {
-            to_ns(next_wake)
-        } else {
-            0 // a batch or a loss is being handled: the loop comes round again soon
-        };
-        self.planned_ns.store(planned, Ordering::Release);
+        // The loop sleeps until `next_wake` (a batch in flight nudges it when done).
+        self.planned_ns.store(to_ns(next_wake), Ordering::Release);
         (batch, expired, next_wake)
     }
 
