@@ -32,7 +32,7 @@ const files = only.length
     .map((f) => path.join('__test__', f))
 
 if (!only.length) run(process.execPath, [tsc, '-p', '__test__/types'])
-const testArgs = ['--import', 'tsx', '--test', '--test-timeout=120000', ...files]
+const testArgs = ['--import', 'tsx', '--test', '--test-timeout=1800000', ...files]
 run(process.execPath, testArgs)
 if (fs.existsSync(node24) && !only.length) {
   const version = spawnSync(node24, ['--version'], { encoding: 'utf8' }).stdout.trim()
