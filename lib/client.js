@@ -35,6 +35,7 @@ class Lock {
   #loss = null
 
   #forget
+  #delivered = false
 
   constructor(native, onLost, forget) {
     this.#native = native
@@ -123,15 +124,28 @@ class Lock {
    * and is gone now, false if it was already released, lost or taken over.
    */
   release() {
+    this.#deliverLoss()
     this.#forget()
-    const released = this.#native.release().catch((e) => {
-      throw fromNative(e)
-    })
+    const released = this.#native.release().then(
+      (ok) => {
+        // Lost natively just before the release? Its event may still be queued.
+        if (!ok) this.#deliverLoss()
+        return ok
+      },
+      (e) => {
+        throw fromNative(e)
+      },
+    )
     if (!channels.release.hasSubscribers) return released
     return released.then((ok) => {
       channels.release.publish({ key: this.key, keys: this.keys, token: this.token, released: ok })
       return ok
     })
+  }
+
+  /** Tells the signal and onLost of a loss the native side knows of, once. */
+  #deliverLoss() {
+    if (!this.#delivered && this.#native.status === 'lost') this._lost(this.lossError)
   }
 
   async [Symbol.asyncDispose]() {
@@ -140,6 +154,8 @@ class Lock {
 
   /** @internal called by the client when the native watchdog reports a loss. */
   _lost(err) {
+    if (this.#delivered) return
+    this.#delivered = true
     this.#loss = err
     if (this.#controller && !this.#controller.signal.aborted) this.#controller.abort(err)
     if (this.#onLost) {
