@@ -107,8 +107,8 @@ export interface AcquireOptions {
   /** Random extra pause of 0..retryJitter ms per attempt. The default value is 100. */
   retryJitter?: number
   /**
-   * Longest total wait in ms; then the acquire rejects with `ERR_LOCK_TIMEOUT`.
-   * The default value is 10000.
+   * Longest total wait in ms (`Infinity`: about 24.8 days, the longest timer);
+   * then the acquire rejects with `ERR_LOCK_TIMEOUT`. The default value is 10000.
    */
   waitTimeout?: number
   /**
@@ -120,6 +120,11 @@ export interface AcquireOptions {
   renewInterval?: number
   /** Whether the native watchdog renews this lock. The default value is `true`. */
   autoRenew?: boolean
+  /**
+   * Smallest validity (ms) an acquisition may come back with; an attempt that
+   * leaves less counts as failed. The default value is 1.
+   */
+  minValidity?: number
 }
 
 /** How a `LockClient` reaches Redis, and the defaults for its locks. */
@@ -193,6 +198,8 @@ export interface LockClientOptions {
   renewInterval?: number
   /** Whether the native watchdog renews locks until released. The default value is `true`. */
   autoRenew?: boolean
+  /** Smallest validity (ms) an acquisition may come back with. The default value is 1. */
+  minValidity?: number
 }
 
 /** What `inspect(key)` found, without changing anything. */

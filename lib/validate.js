@@ -61,6 +61,7 @@ const ACQUIRE = {
   maxHold: 'number',
   renewInterval: 'number',
   autoRenew: 'boolean',
+  minValidity: 'number',
 }
 
 const ACQUIRE_JS = { ...ACQUIRE, signal: 'AbortSignal', onLost: 'function' }

@@ -64,6 +64,8 @@ pub struct LockClientOptions {
     pub renew_interval: Option<f64>,
     /// Whether the native watchdog renews locks until released. The default value is `true`.
     pub auto_renew: Option<bool>,
+    /// Smallest validity (ms) an acquisition may come back with. The default value is 1.
+    pub min_validity: Option<f64>,
 }
 
 /// TLS material for `rediss://` URLs, as PEM text.
@@ -91,8 +93,8 @@ pub struct AcquireOptions {
     pub retry_delay: Option<f64>,
     /// Random extra pause of 0..retryJitter ms per attempt. The default value is 100.
     pub retry_jitter: Option<f64>,
-    /// Longest total wait in ms; then the acquire rejects with `ERR_LOCK_TIMEOUT`.
-    /// The default value is 10000.
+    /// Longest total wait in ms (`Infinity`: about 24.8 days, the longest timer);
+    /// then the acquire rejects with `ERR_LOCK_TIMEOUT`. The default value is 10000.
     pub wait_timeout: Option<f64>,
     /// Longest time the watchdog keeps this lock alive, in ms; then it lapses and
     /// `lock.signal` aborts with `ERR_LOCK_LOST`. The default value is no limit.
@@ -101,6 +103,9 @@ pub struct AcquireOptions {
     pub renew_interval: Option<f64>,
     /// Whether the native watchdog renews this lock. The default value is `true`.
     pub auto_renew: Option<bool>,
+    /// Smallest validity (ms) an acquisition may come back with; an attempt that
+    /// leaves less counts as failed. The default value is 1.
+    pub min_validity: Option<f64>,
 }
 
 /// Counters of a client since it was created.
@@ -140,6 +145,15 @@ fn opt_millis(name: &str, v: Option<f64>, min: u64) -> Result<Option<Duration>, 
     v.map(|v| millis(name, v, min)).transpose()
 }
 
+/// `Infinity` as the longest wait a timer can express.
+fn infinite_as_max(v: f64) -> f64 {
+    if v == f64::INFINITY {
+        config::MAX_MS as f64
+    } else {
+        v
+    }
+}
+
 /// `Infinity` and -1 mean "no limit".
 fn retry_count(v: Option<f64>) -> Result<Option<Option<u32>>, LockError> {
     match v {
@@ -167,11 +181,11 @@ impl AcquireOptions {
             retry_count: retry_count(self.retry_count)?,
             retry_delay: opt_millis("retryDelay", self.retry_delay, 0)?,
             retry_jitter: opt_millis("retryJitter", self.retry_jitter, 0)?,
-            wait_timeout: opt_millis("waitTimeout", self.wait_timeout, 0)?,
+            wait_timeout: opt_millis("waitTimeout", self.wait_timeout.map(infinite_as_max), 0)?,
             max_hold: max_hold(self.max_hold)?,
             renew_interval: opt_millis("renewInterval", self.renew_interval, 1)?,
             auto_renew: self.auto_renew,
-            min_validity: None,
+            min_validity: opt_millis("minValidity", self.min_validity, 1)?,
         };
         o.validate()?;
         Ok(o)
@@ -194,7 +208,7 @@ impl LockClientOptions {
             cfg.nodes = nodes.clone();
         } else if let Some(url) = &self.url {
             cfg.nodes = vec![url.clone()];
-        } else if let Ok(url) = std::env::var("REDIS_URL") {
+        } else if let Some(url) = std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty()) {
             cfg.nodes = vec![url];
         }
         if let Some(prefix) = &self.key_prefix {
@@ -225,6 +239,7 @@ impl LockClientOptions {
             max_hold: self.max_hold,
             renew_interval: self.renew_interval,
             auto_renew: self.auto_renew,
+            min_validity: self.min_validity,
         }
         .to_core()?;
         if cfg.key_prefix.len() > config::MAX_KEY_BYTES {

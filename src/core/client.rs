@@ -295,11 +295,21 @@ impl Client {
         let key = format!("{}{}", inner.cfg.key_prefix, key);
         let timeout = inner.cfg.command_timeout;
         let answers = join_all(inner.nodes.iter().map(|n| n.force_delete(&key, timeout))).await;
-        if answers.iter().all(|a| a.is_fault()) {
+        // Deleted on some nodes but unknown on a majority: say so rather than
+        // report a count that cannot tell "absent" from "unreachable".
+        let answered = answers.iter().filter(|a| !a.is_fault()).count();
+        if answered < inner.quorum() {
             let err = if inner.nodes.len() == 1 {
                 single_node_error(&inner.nodes[0].name, &answers[0])
             } else {
-                LockError::new(ErrorCode::Quorum, "no node answered the forced release")
+                LockError::new(
+                    ErrorCode::Quorum,
+                    format!(
+                        "the forced release of \"{name}\" reached {answered} of {} nodes, {} needed",
+                        inner.nodes.len(),
+                        inner.quorum()
+                    ),
+                )
             };
             return Err(err.with_key(name).with_nodes(inner.reports(&answers)));
         }
