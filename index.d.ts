@@ -4,13 +4,22 @@
 import type { EventEmitter } from 'node:events'
 import type {
   AcquireOptions as NativeAcquireOptions,
-  LockClientOptions,
+  LockClientOptions as NativeLockClientOptions,
   LockInspection,
   LockStats,
   NativeLock,
 } from './binding'
 
-export type { LockClientOptions, LockStats }
+export type { LockStats }
+
+/** PEM text, as a string or a Buffer (or a list of them for `ca`). */
+export type Pem = string | Buffer | ReadonlyArray<string | Buffer>
+
+/** How a `LockClient` reaches Redis, and the defaults for its locks. */
+export interface LockClientOptions extends Omit<NativeLockClientOptions, 'tls'> {
+  /** Certificates for `rediss://` URLs: a CA to trust instead of the system's store, and a client certificate and key. */
+  tls?: { ca?: Pem; cert?: Pem; key?: Pem }
+}
 
 /** What `LockClient#inspect` found; absent values are null. */
 export interface Inspection {

@@ -4,6 +4,8 @@ import Redis from 'ioredis'
 
 async function main(): Promise<number> {
   const locks = new LockClient({ url: 'redis://127.0.0.1:6379', keyPrefix: 'lock:', ttl: 30_000 })
+  const secure = new LockClient({ url: 'rediss://127.0.0.1:6380', tls: { ca: Buffer.from('pem'), cert: 'pem', key: 'pem' }, fencing: true })
+  void secure
   const ac = new AbortController()
   const lock: Lock = await locks.acquire('order:1001:pay', {
     ttl: 10_000, retryCount: 5, retryDelay: 100, retryJitter: 50, waitTimeout: 2_000,
