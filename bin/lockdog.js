@@ -634,7 +634,7 @@ async function release(opts, operands) {
     let text = ''
     for (const key of keys) {
       const n = await locks.forceRelease(key)
-      // forceRelease succeeds when any node answered; confirm that a quorum sees the lock free.
+      // forceRelease needs a quorum of answers; confirm that a quorum sees the lock free.
       let after
       try {
         after = await locks.inspect(key)
