@@ -122,6 +122,24 @@ describe('LockClient with 3 nodes', () => {
     await locks.close()
   })
 
+  test('a fresh client with one node paused still acquires within the node timeout', async () => {
+    servers[2].pause()
+    try {
+      const locks = new LockClient({ nodes, nodeTimeout: 100 })
+      const t0 = performance.now()
+      const lock = await locks.acquire('rl:fresh', { ttl: 2000 })
+      const took = performance.now() - t0
+      assert.ok(took < 800, `acquire took ${took.toFixed(0)} ms with a node that never connected`)
+      assert.deepEqual(await Promise.all(inspectors.slice(0, 2).map((r) => r.get('rl:fresh'))), [lock.token, lock.token])
+      const t1 = performance.now()
+      assert.equal(await lock.release(), true)
+      assert.ok(performance.now() - t1 < 1500, 'release does not wait for the paused node to connect')
+      await locks.close()
+    } finally {
+      servers[2].resume()
+    }
+  })
+
   test('a majority dies while the lock is held: the signal aborts no later than the local deadline', async () => {
     const locks = new LockClient({ nodes, connectTimeout: 100, commandTimeout: 100 })
     const lock = await locks.acquire('rl:dies', { ttl: 900 })

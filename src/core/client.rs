@@ -402,8 +402,17 @@ impl Inner {
     ) -> (Vec<NodeAnswer>, i64, Instant) {
         // Connect first (instant once connected), so that the validity clock,
         // which starts before the first SET is sent, does not pay for a handshake.
-        let cons = join_all(self.nodes.iter().map(|n| n.connection())).await;
+        // With several nodes one that cannot connect must not hold up the others:
+        // it gets the node timeout (its connect goes on in the background).
         let timeout = self.cfg.node_timeout_for(ttl);
+        let cons = join_all(self.nodes.iter().map(|n| async move {
+            if self.nodes.len() > 1 {
+                n.connection_within(timeout).await
+            } else {
+                n.connection().await
+            }
+        }))
+        .await;
         let ttl_ms = ttl.as_millis() as u64;
         let started = Instant::now();
         let replies = join_all(self.nodes.iter().zip(cons).map(|(node, con)| async move {

@@ -5,7 +5,7 @@
 use std::sync::RwLock;
 use std::time::Duration;
 
-use futures_util::future::{join_all, BoxFuture};
+use futures_util::future::{join_all, BoxFuture, FutureExt, Shared};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
@@ -20,6 +20,7 @@ use crate::core::error::{ErrorCode, LockError, NodeAnswer, Result};
 use crate::core::scripts;
 
 /// What a node connects to.
+#[derive(Clone)]
 enum Target {
     Single(Client, ConnectionManagerConfig),
     /// A Redis Cluster: one logical node whose commands route by their first key.
@@ -70,7 +71,9 @@ pub struct Node {
     target: Target,
     connect_timeout: Duration,
     current: RwLock<Option<Connection>>,
-    connecting: tokio::sync::Mutex<()>,
+    /// The connect in progress, shared by every caller waiting for it. It runs
+    /// as its own task, so a caller that stops waiting does not cancel it.
+    connecting: std::sync::Mutex<Option<Connecting>>,
     closed: std::sync::atomic::AtomicBool,
 }
 
@@ -170,7 +173,7 @@ impl Node {
             target,
             connect_timeout,
             current: RwLock::new(None),
-            connecting: tokio::sync::Mutex::new(()),
+            connecting: std::sync::Mutex::new(None),
             closed: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -189,39 +192,51 @@ impl Node {
         if let Some(con) = self.cached() {
             return Ok(con);
         }
-        let _one_at_a_time = self.connecting.lock().await;
-        if let Some(con) = self.cached() {
-            return Ok(con);
-        }
         if self.closed.load(std::sync::atomic::Ordering::Acquire) {
             return Err(NodeAnswer::Unreachable("the client is closed".into()));
         }
-        let open: BoxFuture<'_, redis::RedisResult<Connection>> = match &self.target {
-            Target::Single(client, config) => Box::pin(async move {
-                ConnectionManager::new_with_config(client.clone(), config.clone())
-                    .await
-                    .map(Connection::Single)
-            }),
-            Target::Cluster(client) => {
-                Box::pin(
-                    async move { client.get_async_connection().await.map(Connection::Cluster) },
-                )
+        let pending = {
+            let Ok(mut slot) = self.connecting.lock() else {
+                return Err(NodeAnswer::Unreachable("connection state poisoned".into()));
+            };
+            match &*slot {
+                Some(pending) => pending.clone(),
+                None => {
+                    let task = tokio::spawn(open(self.target.clone(), self.connect_timeout));
+                    let pending: Connecting = async move {
+                        task.await.unwrap_or_else(|_| {
+                            Err(NodeAnswer::Unreachable("the connect task failed".into()))
+                        })
+                    }
+                    .boxed()
+                    .shared();
+                    *slot = Some(pending.clone());
+                    pending
+                }
             }
         };
-        let con = match tokio::time::timeout(self.connect_timeout, open).await {
-            Ok(Ok(con)) => con,
-            Ok(Err(e)) => return Err(fault(&e)),
-            Err(_) => {
-                return Err(NodeAnswer::Unreachable(format!(
-                    "no connection within {} ms",
-                    self.connect_timeout.as_millis()
-                )))
+        let result = pending.clone().await;
+        if let Ok(mut slot) = self.connecting.lock() {
+            if slot.as_ref().is_some_and(|p| p.ptr_eq(&pending)) {
+                *slot = None; // done: the next caller reuses the connection or tries anew
             }
-        };
-        if let Ok(mut slot) = self.current.write() {
-            *slot = Some(con.clone());
         }
-        Ok(con)
+        if let Ok(con) = &result {
+            if let Ok(mut current) = self.current.write() {
+                if current.is_none() && !self.closed.load(std::sync::atomic::Ordering::Acquire) {
+                    *current = Some(con.clone());
+                }
+            }
+        }
+        result
+    }
+
+    /// [`Node::connection`], waiting at most `timeout` (the connect goes on).
+    pub async fn connection_within(&self, timeout: Duration) -> Result<Connection, NodeAnswer> {
+        match tokio::time::timeout(timeout, self.connection()).await {
+            Ok(result) => result,
+            Err(_) => Err(NodeAnswer::Timeout),
+        }
     }
 
     /// Drops the shared connection for good; its socket closes once in-flight
@@ -268,7 +283,7 @@ impl Node {
     }
 
     pub async fn release(&self, keys: &[String], token: &str, timeout: Duration) -> NodeAnswer {
-        let mut con = match self.connection().await {
+        let mut con = match self.connection_within(timeout).await {
             Ok(con) => con,
             Err(answer) => return answer,
         };
@@ -297,7 +312,7 @@ impl Node {
         fence_key: &str,
         timeout: Duration,
     ) -> Result<(Option<String>, i64, Option<i64>), NodeAnswer> {
-        let mut con = self.connection().await?;
+        let mut con = self.connection_within(timeout).await?;
         let mut pipe = redis::pipe();
         pipe.get(key).pttl(key).get(fence_key);
         bounded(timeout, pipe.query_async(&mut con)).await
@@ -305,7 +320,7 @@ impl Node {
 
     /// Deletes a key whoever holds it (operators only). `Ok` if it existed.
     pub async fn force_delete(&self, key: &str, timeout: Duration) -> NodeAnswer {
-        let mut con = match self.connection().await {
+        let mut con = match self.connection_within(timeout).await {
             Ok(con) => con,
             Err(answer) => return answer,
         };
@@ -320,7 +335,7 @@ impl Node {
 
     /// Renews many locks in one pipelined round trip; one answer per renewal.
     pub async fn extend_batch(&self, batch: &[Renewal<'_>], timeout: Duration) -> Vec<NodeAnswer> {
-        let mut con = match self.connection().await {
+        let mut con = match self.connection_within(timeout).await {
             Ok(con) => con,
             Err(answer) => return vec![answer; batch.len()],
         };
@@ -340,7 +355,7 @@ impl Node {
     /// Renews one lock on its own (a cluster routes it by its first key), with
     /// the same NOSCRIPT recovery as [`Node::extend_batch`].
     pub async fn extend_one(&self, renewal: &Renewal<'_>, timeout: Duration) -> NodeAnswer {
-        let mut con = match self.connection().await {
+        let mut con = match self.connection_within(timeout).await {
             Ok(con) => con,
             Err(answer) => return answer,
         };
@@ -495,6 +510,30 @@ fn addr_name(client: &Client) -> String {
         }
         ConnectionAddr::Unix(path) => path.display().to_string(),
         _ => "redis".to_string(),
+    }
+}
+
+type Connecting = Shared<BoxFuture<'static, Result<Connection, NodeAnswer>>>;
+
+/// Opens a node's connection within `timeout`.
+async fn open(target: Target, timeout: Duration) -> Result<Connection, NodeAnswer> {
+    let opening: BoxFuture<'_, redis::RedisResult<Connection>> = match &target {
+        Target::Single(client, config) => Box::pin(async move {
+            ConnectionManager::new_with_config(client.clone(), config.clone())
+                .await
+                .map(Connection::Single)
+        }),
+        Target::Cluster(client) => {
+            Box::pin(async move { client.get_async_connection().await.map(Connection::Cluster) })
+        }
+    };
+    match tokio::time::timeout(timeout, opening).await {
+        Ok(Ok(con)) => Ok(con),
+        Ok(Err(e)) => Err(fault(&e)),
+        Err(_) => Err(NodeAnswer::Unreachable(format!(
+            "no connection within {} ms",
+            timeout.as_millis()
+        ))),
     }
 }
 
