@@ -285,7 +285,9 @@ test('Ctrl-C on a terminal reaches the command once, not twice', { skip: !haveSc
   const marker = file('never')
   const line = [NODE, BIN, 'exec', '-k', 'tty', '--', ...holdArgs(marker, '--ignore', 'SIGINT', '--trap', 'SIGTERM:3')]
     .map((a) => `'${a}'`).join(' ')
-  const term = spawn('script', ['-q', '-e', '-c', line, '/dev/null'], {
+  // `exec`: script(1) runs the line with $SHELL -c, and a shell that stayed in between
+  // (dash does) would itself die of the ^C and end the session early.
+  const term = spawn('script', ['-q', '-e', '-c', `exec ${line}`, '/dev/null'], {
     env: { ...process.env, REDIS_URL: server.url },
     stdio: ['pipe', 'pipe', 'pipe'],
   })
