@@ -66,10 +66,10 @@ async fn a_renewal_clamped_to_max_hold_shortens_the_local_deadline_too() {
 }
 
 /// Redlock: a renewal batch is waiting on a frozen node (its node timeout is
-/// 5% of the old 10 s ttl) when `extend(1 s)` runs and returns first. The
-/// batch's PEXPIRE 10000 reached the live nodes before the extend's PEXPIRE
-/// 1000, so the keys now expire in 1 s: when the batch settles it must not
-/// restore its 10 s deadline (the extend bumped the lease generation).
+/// 5% of the old 10 s ttl) when `extend(1 s)` is called. The extend waits for
+/// that batch, so its PEXPIRE 1000 lands after the batch's PEXPIRE 10000 and
+/// the keys expire in 1 s: the local deadline must follow the extend, not the
+/// batch's 10 s lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renewal_settling_after_an_extend_does_not_restore_the_old_lease() {
     let mut servers = [
@@ -105,5 +105,38 @@ async fn a_renewal_settling_after_an_extend_does_not_restore_the_old_lease() {
         "lease of 1 s extended {:?} ago: {remaining:?} remain locally, key PTTL {pttl} ms",
         extended.elapsed()
     );
+    locks.close().await;
+}
+
+/// A watchdog renewal (PEXPIRE with the old, short ttl) in flight while
+/// `extend(long)` runs must not land after it and cut the new lease short.
+/// SCRIPT FLUSH before each extend makes it reload the script and resend,
+/// which widens the window a renewal could slip through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_in_flight_never_lands_after_an_extend() {
+    let server = RedisServer::start();
+    let cfg = config(&[&server]);
+    let k = key(&cfg, "res");
+    let locks = Client::new(cfg, None).expect("valid config");
+    let mut o = opts(60);
+    o.renew_interval = Some(ms(2));
+    let lock = locks
+        .acquire(vec!["res".into()], &o, CancellationToken::new())
+        .await
+        .expect("acquired");
+    for round in 0..150 {
+        lock.extend(ms(60)).await.expect("back to the short lease");
+        tokio::time::sleep(ms(round % 3)).await;
+        server
+            .query::<String>(redis::cmd("SCRIPT").arg("FLUSH"))
+            .await;
+        lock.extend(ms(10_000)).await.expect("extended");
+        let pttl = server.pttl(&k).await;
+        assert!(
+            pttl > 9_000,
+            "round {round}: extend(10 s) answered, yet the key expires in {pttl} ms"
+        );
+    }
+    assert!(lock.release().await.expect("released"));
     locks.close().await;
 }

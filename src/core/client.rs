@@ -676,6 +676,26 @@ impl Inner {
     /// so a master that stalls (e.g. during a failover) holds back only its locks.
     pub async fn renew_batch(self: Arc<Self>, batch: Vec<Arc<LockState>>) {
         let started = Instant::now();
+        // A lock whose manual extend is in flight is left to it (the extend
+        // reschedules the lock); if that extend fails, the quick retry renews it.
+        let mut guards = Vec::with_capacity(batch.len());
+        let batch: Vec<Arc<LockState>> = batch
+            .into_iter()
+            .filter(|s| match s.try_lease_guard() {
+                Some(guard) => {
+                    guards.push(guard);
+                    true
+                }
+                None => {
+                    self.watchdog.done(s.id, false, started);
+                    false
+                }
+            })
+            .collect();
+        if batch.is_empty() {
+            self.watchdog.nudge();
+            return;
+        }
         let ttls: Vec<Duration> = batch
             .iter()
             .map(|s| {
@@ -981,6 +1001,13 @@ impl Lock {
                 ),
                 ttl.as_millis(),
             ));
+        }
+        // One PEXPIRE of this lock in flight at a time (see `LockState::lease_guard`).
+        let _lease = state.lease_guard().await;
+        if state.status() != Status::Held {
+            return Err(state
+                .loss()
+                .unwrap_or_else(|| lost(&label, "it was released")));
         }
         state.next_generation();
         let started = Instant::now();

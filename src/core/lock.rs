@@ -51,6 +51,10 @@ pub struct LockState {
     /// Bumped by every manual extend, so a renewal sent before it cannot bring
     /// back the lease it replaced.
     generation: AtomicU64,
+    /// Held while a PEXPIRE of this lock is in flight (a watchdog renewal or a
+    /// manual extend), so they reach Redis one after the other: a renewal sent
+    /// with the old TTL can never land after an extend and shorten its lease.
+    lease: std::sync::Arc<tokio::sync::Mutex<()>>,
     status: AtomicU8,
     ended: CancellationToken,
     loss: Mutex<Option<LockError>>,
@@ -88,6 +92,7 @@ impl LockState {
             renew_every_ms: AtomicU64::new(n.renew_every.as_millis() as u64),
             deadline_ns: AtomicU64::new(to_ns(n.deadline)),
             generation: AtomicU64::new(0),
+            lease: Default::default(),
             status: AtomicU8::new(HELD),
             ended: CancellationToken::new(),
             loss: Mutex::new(None),
@@ -130,6 +135,16 @@ impl LockState {
     /// A new lease replaces the old one (manual extend).
     pub fn next_generation(&self) {
         self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Waits for any renewal of this lock in flight, then holds off new ones.
+    pub async fn lease_guard(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.lease.lock().await
+    }
+
+    /// The same without waiting: `None` while an extend is in flight.
+    pub fn try_lease_guard(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        self.lease.clone().try_lock_owned().ok()
     }
 
     pub fn ttl(&self) -> Duration {
