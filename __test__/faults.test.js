@@ -20,11 +20,13 @@ after(async () => {
 
 test('NOSCRIPT after SCRIPT FLUSH: release, extend and renewals reload the scripts', async () => {
   const locks = new LockClient({ url: server.url })
-  const a = await locks.acquire('ns:a', { ttl: 300 })
+  const a = await locks.acquire('ns:a', { ttl: 900 })
   await redis.script('FLUSH')
   // The watchdog renews through a pipelined EVALSHA: it must reload and keep the lock.
-  await sleep(700)
+  const renewed = locks.stats().renewed
+  await waitFor(() => locks.stats().renewed >= renewed + 2, { what: 'two renewals after the flush' })
   assert.equal(a.held, true)
+  assert.equal(locks.stats().lost, 0)
   assert.equal(await redis.get('ns:a'), a.token)
   await redis.script('FLUSH')
   await a.extend(2000)
