@@ -230,6 +230,8 @@ export interface LockStats {
   errors: number
   /** Locks held right now. */
   held: number
+  /** Waits for a held lock that its release notice ended (rather than a retry timer). */
+  woken: number
 }
 
 /** TLS material for `rediss://` URLs, as PEM text. */

@@ -125,6 +125,8 @@ pub struct LockStats {
     pub errors: f64,
     /// Locks held right now.
     pub held: f64,
+    /// Waits for a held lock that its release notice ended (rather than a retry timer).
+    pub woken: f64,
 }
 
 impl From<StatsSnapshot> for LockStats {
@@ -137,6 +139,7 @@ impl From<StatsSnapshot> for LockStats {
             released: s.released as f64,
             errors: s.errors as f64,
             held: s.held as f64,
+            woken: s.woken as f64,
         }
     }
 }

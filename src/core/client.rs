@@ -18,6 +18,7 @@ use crate::core::lock::{LockState, NewLock, Status};
 use crate::core::node::{single_node_error, Node, Renewal};
 use crate::core::slot;
 use crate::core::stats::{Stats, StatsSnapshot};
+use crate::core::waiters::{self, Slot, Waiters};
 use crate::core::watchdog::Watchdog;
 
 /// What the client reports as it happens, e.g. to raise JS events.
@@ -44,6 +45,29 @@ pub struct Inner {
     pub stats: Stats,
     pub watchdog: Watchdog,
     hook: Option<EventHook>,
+    /// Callers waiting for a held key, woken by its release notice.
+    waiters: Arc<Waiters>,
+}
+
+/// A caller's place in the queue for a key; leaving it (on drop) ends the
+/// key's subscription once nobody else waits for it.
+struct Queued {
+    inner: Arc<Inner>,
+    key: String,
+    slot: Arc<Slot>,
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        if !self.inner.waiters.leave(&self.key, &self.slot) {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let inner = self.inner.clone();
+            let key = std::mem::take(&mut self.key);
+            runtime.spawn(async move { inner.unsubscribe(&key).await });
+        }
+    }
 }
 
 impl Drop for Inner {
@@ -145,6 +169,7 @@ impl Client {
                 stats: Stats::default(),
                 watchdog: Watchdog::default(),
                 hook,
+                waiters: Arc::default(),
             }),
         })
     }
@@ -464,6 +489,9 @@ impl Inner {
         let n = self.nodes.len();
         let mut token = uuid::Uuid::new_v4().to_string();
         let mut attempts: u32 = 0;
+        // Waiting for one key on plain masters: queue up for its release notices.
+        let notices = keys.len() == 1 && !self.cfg.cluster;
+        let mut queued: Option<Queued> = None;
         loop {
             if cancel.is_cancelled() {
                 return Err(aborted(&key_label, attempts));
@@ -586,12 +614,77 @@ impl Inner {
                 // The holder's lease ends sooner than our pause: try right after it.
                 pause = pause.min(Duration::from_millis(ms + 1));
             }
-            let pause = pause.min(wait_until - now);
+            let mut pause = pause.min(wait_until - now);
+            if queued.is_none() && notices {
+                // (A release before the subscription is in place goes unheard:
+                // the retry timer covers it, as it covers a lost notice.)
+                queued = Some(self.queue_up(&keys[0], pause).await);
+                let spent = now.elapsed();
+                if spent >= pause {
+                    continue;
+                }
+                pause -= spent;
+            }
+            let woken = async {
+                match &queued {
+                    Some(q) => q.slot.woken().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = tokio::time::sleep(pause) => {}
+                _ = woken => {
+                    self.stats.woken.fetch_add(1, Ordering::Relaxed);
+                }
                 _ = cancel.cancelled() => return Err(aborted(&key_label, attempts)),
             }
+            if let Some(q) = &queued {
+                // Trying now anyway: a notice that came meanwhile is spent.
+                q.slot.consume();
+            }
         }
+    }
+
+    /// Joins the queue for `key`; the first local waiter subscribes to its
+    /// release notices on every node, waiting for that at most `timeout`.
+    async fn queue_up(self: &Arc<Self>, key: &str, timeout: Duration) -> Queued {
+        let joined = self.waiters.join(key);
+        let queued = Queued {
+            inner: self.clone(),
+            key: key.to_string(),
+            slot: joined.slot,
+        };
+        if joined.first {
+            // The subscription runs on its own, so a node slow to answer delays
+            // this waiter no longer than it would have slept anyway; a node that
+            // cannot push leaves its waiters to their retry timers.
+            let inner = self.clone();
+            let channel = waiters::channel(key);
+            let subscribing = tokio::spawn(async move {
+                let limit = inner.cfg.connect_timeout.max(inner.cfg.command_timeout);
+                join_all(
+                    inner
+                        .nodes
+                        .iter()
+                        .map(|n| n.subscribe(&channel, &inner.waiters, limit)),
+                )
+                .await
+            });
+            let _ = tokio::time::timeout(timeout, subscribing).await;
+        }
+        queued
+    }
+
+    /// Ends the subscription to `key`'s release notices unless a waiter came back.
+    async fn unsubscribe(&self, key: &str) {
+        let channel = waiters::channel(key);
+        let timeout = self.cfg.command_timeout;
+        join_all(
+            self.nodes
+                .iter()
+                .map(|n| n.unsubscribe(&channel, || self.waiters.waiting(key), timeout)),
+        )
+        .await;
     }
 
     /// Sends a token-checked release everywhere; the lock has already ended locally.

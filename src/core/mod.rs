@@ -9,6 +9,7 @@ pub mod node;
 pub mod scripts;
 pub mod slot;
 pub mod stats;
+pub mod waiters;
 pub mod watchdog;
 
 pub use client::{Client, Event, EventHook, Inspection, Lock};

@@ -2,7 +2,7 @@
 //! auto-reconnecting connection and the lock operations on it, each bounded by
 //! a timeout and reduced to a [`NodeAnswer`].
 
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use futures_util::future::{join_all, BoxFuture, FutureExt, Shared};
@@ -10,14 +10,15 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::{
-    Client, ClientTlsConfig, Cmd, ConnectionAddr, Pipeline, RedisError, RedisFuture,
-    TlsCertificates, Value,
+    Client, ClientTlsConfig, Cmd, ConnectionAddr, Pipeline, ProtocolVersion, PushInfo, PushKind,
+    RedisError, RedisFuture, TlsCertificates, Value,
 };
 
 use crate::core::broken::{self, Broken};
 use crate::core::config::TlsConfig;
 use crate::core::error::{ErrorCode, LockError, NodeAnswer, Result};
 use crate::core::scripts;
+use crate::core::waiters::{Waiters, CHANNEL_PREFIX};
 
 /// What a node connects to.
 #[derive(Clone)]
@@ -75,6 +76,17 @@ pub struct Node {
     /// as its own task, so a caller that stops waiting does not cancel it.
     connecting: std::sync::Mutex<Option<Connecting>>,
     closed: std::sync::atomic::AtomicBool,
+    /// A second connection, opened when a caller first waits for a key held
+    /// here, that only subscribes to release notices (RESP3 push messages).
+    notices: tokio::sync::Mutex<Notices>,
+}
+
+enum Notices {
+    Unused,
+    Open(ConnectionManager),
+    /// A cluster, or a server that cannot push (no RESP3 before Redis 6):
+    /// its waiters retry on their timers alone.
+    Unsupported,
 }
 
 /// What one node needs for a renewal inside a batch.
@@ -175,6 +187,91 @@ impl Node {
             current: RwLock::new(None),
             connecting: std::sync::Mutex::new(None),
             closed: std::sync::atomic::AtomicBool::new(false),
+            notices: tokio::sync::Mutex::new(Notices::Unused),
+        }
+    }
+
+    /// Subscribes to release notices for `channel`, opening the notice
+    /// connection on first use; notices go to `waiters`. False when this node
+    /// cannot deliver them (the caller then relies on its retry timer).
+    pub async fn subscribe(
+        &self,
+        channel: &str,
+        waiters: &Arc<Waiters>,
+        timeout: Duration,
+    ) -> bool {
+        let Target::Single(client, config) = &self.target else {
+            return false;
+        };
+        let mut notices = self.notices.lock().await;
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return false;
+        }
+        if matches!(*notices, Notices::Unused) {
+            let info = client.get_connection_info().clone();
+            let redis = info
+                .redis_settings()
+                .clone()
+                .set_protocol(ProtocolVersion::RESP3);
+            let Ok(resp3) = Client::open(info.set_redis_settings(redis)) else {
+                *notices = Notices::Unsupported;
+                return false;
+            };
+            let sink = Arc::downgrade(waiters);
+            let config = config
+                .clone()
+                .set_automatic_resubscription()
+                .set_push_sender(move |push: PushInfo| {
+                    if push.kind == PushKind::Message {
+                        if let (
+                            Some(Value::BulkString(ch)),
+                            Some(Value::BulkString(token)),
+                            Some(w),
+                        ) = (push.data.first(), push.data.get(1), sink.upgrade())
+                        {
+                            w.on_message(ch, token);
+                        }
+                    }
+                    Ok::<(), redis::aio::SendError>(())
+                });
+            match tokio::time::timeout(timeout, resp3.get_connection_manager_with_config(config))
+                .await
+            {
+                Ok(Ok(con)) => *notices = Notices::Open(con),
+                // A server without HELLO 3 will not learn it on a retry.
+                Ok(Err(e))
+                    if e.kind()
+                        == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) =>
+                {
+                    *notices = Notices::Unsupported;
+                    return false;
+                }
+                _ => return false,
+            }
+        }
+        let Notices::Open(con) = &mut *notices else {
+            return false;
+        };
+        matches!(
+            tokio::time::timeout(timeout, con.subscribe(channel)).await,
+            Ok(Ok(()))
+        )
+    }
+
+    /// Ends the subscription to `channel` unless `still_wanted()` says a new
+    /// waiter came meanwhile (checked under the same lock a subscribe takes).
+    pub async fn unsubscribe(
+        &self,
+        channel: &str,
+        still_wanted: impl Fn() -> bool,
+        timeout: Duration,
+    ) {
+        let mut notices = self.notices.lock().await;
+        if still_wanted() {
+            return;
+        }
+        if let Notices::Open(con) = &mut *notices {
+            let _ = tokio::time::timeout(timeout, con.unsubscribe(channel)).await;
         }
     }
 
@@ -247,6 +344,9 @@ impl Node {
         if let Ok(mut slot) = self.current.write() {
             *slot = None;
         }
+        if let Ok(mut notices) = self.notices.try_lock() {
+            *notices = Notices::Unsupported;
+        }
     }
 
     /// Runs the acquire script. `keys` holds the `locked` lock keys, then their
@@ -296,7 +396,14 @@ impl Node {
             };
         }
         let mut invocation = scripts::RELEASE.key(keys);
-        invocation.arg(token);
+        // A cluster would broadcast every notice to all its nodes, and its
+        // waiters do not subscribe: no notices there.
+        let notices = if self.is_cluster() {
+            ""
+        } else {
+            CHANNEL_PREFIX
+        };
+        invocation.arg(token).arg(notices);
         let call = invocation.invoke_async::<i64>(&mut con);
         match bounded(timeout, call).await {
             Ok(n) if n == keys.len() as i64 => NodeAnswer::Ok,

@@ -11,6 +11,8 @@ pub struct Stats {
     pub released: AtomicU64,
     pub errors: AtomicU64,
     pub held: AtomicU64,
+    /// Waits ended early by a release notice (the holder released; no polling).
+    pub woken: AtomicU64,
 }
 
 /// A point-in-time copy of [`Stats`].
@@ -23,6 +25,7 @@ pub struct StatsSnapshot {
     pub released: u64,
     pub errors: u64,
     pub held: u64,
+    pub woken: u64,
 }
 
 impl Stats {
@@ -36,6 +39,7 @@ impl Stats {
             released: get(&self.released),
             errors: get(&self.errors),
             held: get(&self.held),
+            woken: get(&self.woken),
         }
     }
 }

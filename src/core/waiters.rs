@@ -1,0 +1,222 @@
+//! Waiting for a held lock without polling it: the callers of one client that
+//! wait for the same key queue up in arrival order, and a release notice for
+//! that key (a Redis pub/sub message the release script publishes) wakes the
+//! first of them only, so a release costs one acquire attempt, not one per
+//! waiter. Waiters still retry on their own timers, so a lost notice or a
+//! crashed holder costs time, never liveness.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
+
+/// The channel the release script publishes a key's release notices on.
+pub const CHANNEL_PREFIX: &str = "__lockdog:released:";
+
+/// The pub/sub channel for a stored key.
+pub fn channel(key: &str) -> String {
+    format!("{CHANNEL_PREFIX}{key}")
+}
+
+/// One waiting caller.
+pub struct Slot {
+    id: u64,
+    notify: Notify,
+    /// Woken and not yet acted on; handed to the next waiter if this one leaves.
+    woken: AtomicBool,
+}
+
+impl Slot {
+    /// Completes when a release notice reaches this waiter (at once if one
+    /// already did and was not consumed).
+    pub async fn woken(&self) {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.woken.swap(false, Ordering::AcqRel) {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Consumes a pending notice, if any (the caller is about to try anyway).
+    pub fn consume(&self) {
+        self.woken.store(false, Ordering::Release);
+    }
+
+    fn wake(&self) {
+        self.woken.store(true, Ordering::Release);
+        self.notify.notify_waiters();
+    }
+}
+
+#[derive(Default)]
+struct Queue {
+    slots: VecDeque<Arc<Slot>>,
+    /// The token of the last release notice, so the copies of one release
+    /// that each Redlock node publishes wake one waiter, not N.
+    last_token: Option<String>,
+}
+
+/// The waiting queues of one client, by stored key.
+#[derive(Default)]
+pub struct Waiters {
+    queues: Mutex<HashMap<String, Queue>>,
+    next_id: AtomicU64,
+}
+
+/// What [`Waiters::join`] did.
+pub struct Joined {
+    pub slot: Arc<Slot>,
+    /// The queue for this key was just created: nobody in this client was
+    /// subscribed to its release notices yet.
+    pub first: bool,
+}
+
+impl Waiters {
+    /// Queues a waiter for `key` behind those already waiting.
+    pub fn join(&self, key: &str) -> Joined {
+        let slot = Arc::new(Slot {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            notify: Notify::new(),
+            woken: AtomicBool::new(false),
+        });
+        let Ok(mut queues) = self.queues.lock() else {
+            return Joined { slot, first: false };
+        };
+        let first = !queues.contains_key(key);
+        queues
+            .entry(key.to_string())
+            .or_default()
+            .slots
+            .push_back(slot.clone());
+        Joined { slot, first }
+    }
+
+    /// Takes a waiter out of the queue. A notice it had not acted on goes to
+    /// the next waiter. True when nobody waits for `key` any more.
+    pub fn leave(&self, key: &str, slot: &Slot) -> bool {
+        let Ok(mut queues) = self.queues.lock() else {
+            return false;
+        };
+        let Some(queue) = queues.get_mut(key) else {
+            return true;
+        };
+        let was_head = queue.slots.front().is_some_and(|s| s.id == slot.id);
+        queue.slots.retain(|s| s.id != slot.id);
+        if queue.slots.is_empty() {
+            queues.remove(key);
+            return true;
+        }
+        if was_head && slot.woken.swap(false, Ordering::AcqRel) {
+            if let Some(next) = queue.slots.front() {
+                next.wake();
+            }
+        }
+        false
+    }
+
+    /// True while `slot` is first in line for `key`.
+    pub fn is_head(&self, key: &str, slot: &Slot) -> bool {
+        self.queues.lock().is_ok_and(|q| {
+            q.get(key)
+                .and_then(|q| q.slots.front())
+                .is_some_and(|s| s.id == slot.id)
+        })
+    }
+
+    /// True while somebody waits for `key`.
+    pub fn waiting(&self, key: &str) -> bool {
+        self.queues.lock().is_ok_and(|q| q.contains_key(key))
+    }
+
+    /// A release notice: `key` was released by the holder of `token`. Wakes
+    /// the first waiter, once per release.
+    pub fn released(&self, key: &str, token: &str) {
+        let Ok(mut queues) = self.queues.lock() else {
+            return;
+        };
+        let Some(queue) = queues.get_mut(key) else {
+            return;
+        };
+        if queue.last_token.as_deref() == Some(token) {
+            return;
+        }
+        queue.last_token = Some(token.to_string());
+        if let Some(head) = queue.slots.front() {
+            head.wake();
+        }
+    }
+
+    /// Handles one pub/sub message (channel, payload).
+    pub fn on_message(&self, channel: &[u8], payload: &[u8]) {
+        let (Ok(channel), Ok(token)) = (std::str::from_utf8(channel), std::str::from_utf8(payload))
+        else {
+            return;
+        };
+        if let Some(key) = channel.strip_prefix(CHANNEL_PREFIX) {
+            self.released(key, token);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    async fn is_woken(slot: &Slot) -> bool {
+        tokio::time::timeout(Duration::from_millis(20), slot.woken())
+            .await
+            .is_ok()
+    }
+
+    #[tokio::test]
+    async fn a_release_wakes_the_first_waiter_only_once_per_token() {
+        let w = Waiters::default();
+        let a = w.join("k");
+        let b = w.join("k");
+        assert!(a.first);
+        assert!(!b.first);
+        assert!(w.is_head("k", &a.slot));
+        w.released("k", "t1");
+        w.released("k", "t1"); // the same release from a second node
+        assert!(is_woken(&a.slot).await);
+        assert!(!is_woken(&b.slot).await);
+        assert!(!is_woken(&a.slot).await, "one notice, one wake-up");
+        assert!(!w.leave("k", &a.slot));
+        assert!(w.is_head("k", &b.slot));
+        assert!(
+            !is_woken(&b.slot).await,
+            "a consumed notice is not handed on"
+        );
+        w.released("k", "t2");
+        assert!(is_woken(&b.slot).await);
+        assert!(w.leave("k", &b.slot), "the queue is empty");
+        assert!(!w.waiting("k"));
+    }
+
+    #[tokio::test]
+    async fn a_head_that_leaves_hands_its_notice_on() {
+        let w = Waiters::default();
+        let a = w.join("k");
+        let b = w.join("k");
+        w.released("k", "t1");
+        assert!(!w.leave("k", &a.slot));
+        assert!(is_woken(&b.slot).await);
+    }
+
+    #[tokio::test]
+    async fn notices_for_other_keys_and_channels_are_ignored() {
+        let w = Waiters::default();
+        let a = w.join("k");
+        w.on_message(b"other", b"t");
+        w.on_message(channel("j").as_bytes(), b"t");
+        assert!(!is_woken(&a.slot).await);
+        w.on_message(channel("k").as_bytes(), b"t");
+        assert!(is_woken(&a.slot).await);
+    }
+}
