@@ -3,7 +3,7 @@
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { LockClient, LockError } = require('..')
-const { startRedis, inspector } = require('./helpers')
+const { startRedis, inspector, waitFor } = require('./helpers')
 
 let server
 let redis
@@ -89,6 +89,33 @@ test('contention: acquire waits for the holder and then gets the lock', async ()
   assert.ok(second.attempts > 1, `attempts ${second.attempts}`)
   assert.equal(await redis.get('basic:wait'), second.token)
   await second.release()
+})
+
+test('a release wakes the waiters of another client in arrival order, long before their retry timer', async () => {
+  const other = new LockClient({ url: server.url })
+  try {
+    const first = await locks.acquire('basic:handoff')
+    // Retry timers far beyond the test: only the release notice can end these waits.
+    const patient = { retryDelay: 60_000, retryJitter: 0, waitTimeout: 120_000 }
+    const order = []
+    const waits = []
+    for (let i = 0; i < 3; i++) {
+      waits.push(other.acquire('basic:handoff', patient).then(async (lock) => {
+        order.push(i)
+        assert.equal(await redis.get('basic:handoff'), lock.token)
+        await lock.release()
+      }))
+      await waitFor(() => other.stats().contended === i + 1, { what: `waiter ${i} to queue up` })
+    }
+    await waitFor(async () => (await redis.pubsub('NUMSUB', '__lockdog:released:basic:handoff'))[1] === 1, { what: 'the subscription' })
+    assert.equal(await first.release(), true)
+    await Promise.all(waits)
+    assert.deepEqual(order, [0, 1, 2])
+    assert.equal(other.stats().woken, 3)
+    assert.equal(other.stats().contended, 3, 'each waiter tried once before and once after its notice')
+  } finally {
+    await other.close()
+  }
 })
 
 test('ERR_LOCK_TAKEN after retryCount, ERR_LOCK_TIMEOUT after waitTimeout, with the holder\'s remaining time', async () => {

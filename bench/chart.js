@@ -23,7 +23,8 @@ function panels(report) {
   }
   simple('s1', '1. Sequential acquire+release (mean µs per pair; redis-benchmark: one SET)', 'meanUs', 'µs', true)
   simple('s2', `2. ${report.settings.s2.workers} workers, distinct keys (pairs/s)`, 'opsPerSec', '/s', false)
-  simple('s3', `3. Contention, ${report.settings.s3.workers} workers on one key (critical sections/s)`, 'csPerSec', '/s', false)
+  simple('s3', `3. Contention, ${report.settings.s3.workers} workers on one key, same polling settings (critical sections/s)`, 'csPerSec', '/s', false)
+  if (report.settings.s6) simple('s6', `6. Contention, ${report.settings.s6.workers} workers on one key, each library's defaults (critical sections/s)`, 'csPerSec', '/s', false)
   if (R.s4) {
     const counts = report.settings.nodeCounts
     const last = counts[counts.length - 1]

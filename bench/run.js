@@ -39,7 +39,7 @@ function parseArgs(argv) {
       process.exit(0)
     } else throw new Error(`unknown argument ${v}`)
   }
-  if (a.scenarios.length === 0) a.scenarios = [1, 2, 3, 4, 5]
+  if (a.scenarios.length === 0) a.scenarios = [1, 2, 3, 6, 4, 5]
   return a
 }
 
@@ -72,6 +72,7 @@ const FULL = {
   s1: { warmMs: 300, ms: 1200, max: 20000 },
   s2: { warmMs: 300, ms: 1200, max: 200000, workers: 64 },
   s3: { warmMs: 200, ms: 2000, workers: 16, holdMs: 1 },
+  s6: { warmMs: 200, ms: 2000, workers: 16, holdMs: 1 },
   s4: { warmMs: 150, ms: 700, max: 20000 },
   s5: { locks: 10000, holdMs: 10000, concurrency: 64 },
   s5rounds: 1,
@@ -82,6 +83,7 @@ const QUICK = {
   s1: { warmMs: 100, ms: 300, max: 5000 },
   s2: { warmMs: 100, ms: 300, max: 50000, workers: 64 },
   s3: { warmMs: 100, ms: 600, workers: 16, holdMs: 1 },
+  s6: { warmMs: 100, ms: 600, workers: 16, holdMs: 1 },
   s4: { warmMs: 60, ms: 200, max: 5000 },
   s5: { locks: 2000, holdMs: 3000, concurrency: 64 },
   s5rounds: 1,
@@ -91,8 +93,10 @@ const P = { ...(args.quick ? QUICK : FULL) }
 if (args.rounds) P.rounds = args.rounds
 const TTL = 30000
 const RENEW_TTL = 3000
-/** The same polling settings for every library in the contention scenario. */
+/** The same polling settings for every library in contention scenario 3. */
 const WAIT = { retryDelay: 10, retryJitter: 10, waitTimeout: 10000 }
+/** Scenario 6: the same contention, each library at its own default wait settings. */
+const DEFAULTS = { defaults: true }
 const NODE_COUNTS = [1, 3, 5]
 
 // ---------------------------------------------------------------- processes we started
@@ -255,7 +259,7 @@ async function main() {
           contender: name,
           params,
           ttl: scenario === 5 ? RENEW_TTL : TTL,
-          wait: scenario === 3 ? WAIT : null,
+          wait: scenario === 3 ? WAIT : scenario === 6 ? DEFAULTS : null,
           nodeCounts: NODE_COUNTS,
           timeoutMs: scenario === 5 ? params.holdMs + 150000 : 90000,
         }

@@ -242,7 +242,7 @@ async function main(job) {
     try {
       if (job.scenario === 1) return await scenario1(c, p)
       if (job.scenario === 2) return await scenario2(c, p)
-      if (job.scenario === 3) return await scenario3(c, p)
+      if (job.scenario === 3 || job.scenario === 6) return await scenario3(c, p)
       if (job.scenario === 5) return await scenario5(c, p)
       throw new Error(`unknown scenario ${job.scenario}`)
     } finally {

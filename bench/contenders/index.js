@@ -2,8 +2,9 @@
 
 // Every contender behind one small interface, so the scenarios never special-case a library:
 //   create({ urls, ttl, wait, renew }) -> { acquire(key) -> handle, release(handle), close() }
-// `wait`: null (one attempt is enough: no contention) or { retryDelay, retryJitter, waitTimeout }
-//   (the same polling settings for every library that polls).
+// `wait`: null (one attempt is enough: no contention), { retryDelay, retryJitter, waitTimeout }
+//   (the same polling settings for every library that polls), or { defaults: true } (each
+//   library waits as it does out of the box).
 // `renew`: true in scenario 5: the handle must stay held under the library's own auto-renewal
 //   (renewing every ttl/3 where the library lets us choose) until released.
 // Without `renew`, each library is used through its plain acquire/release API with its defaults
@@ -39,12 +40,12 @@ const contenders = {}
 contenders.lockdog = {
   label: 'lockdog',
   kind: 'lib',
-  scenarios: [1, 2, 3, 4, 5],
+  scenarios: [1, 2, 3, 4, 5, 6],
   async create({ urls, ttl, wait, renew, lockdogPath }) {
     const { LockClient } = require(lockdogPath)
     const opts = urls.length === 1 ? { url: urls[0], ttl } : { nodes: urls, ttl }
     const client = new LockClient(opts)
-    const acqOpts = wait
+    const acqOpts = wait && !wait.defaults
       ? { retryDelay: wait.retryDelay, retryJitter: wait.retryJitter, waitTimeout: wait.waitTimeout }
       : {}
     if (renew) acqOpts.renewInterval = Math.floor(ttl / 3)
@@ -62,11 +63,14 @@ contenders.lockdog = {
 contenders.handwritten = {
   label: 'hand-written ioredis',
   kind: 'lib',
-  scenarios: [1, 2, 3, 5],
+  scenarios: [1, 2, 3, 5, 6],
   async create({ urls, ttl, wait }) {
     if (urls.length !== 1) throw new Error('single node only')
     const { DistributedLock } = require('./handwritten')
     const [redis] = await connect(urls)
+    // The article's lock has no wait of its own; at "defaults" callers poll with the
+    // articles' redlock settings (200 ms + up to 100 ms jitter).
+    if (wait && wait.defaults) wait = { retryDelay: 200, retryJitter: 100, waitTimeout: 10000 }
     return {
       async acquire(key) {
         const lock = new DistributedLock(redis, key, ttl)
@@ -90,12 +94,12 @@ function redlockContender(label, load) {
   return {
     label,
     kind: 'lib',
-    scenarios: [1, 2, 3, 4, 5],
+    scenarios: [1, 2, 3, 4, 5, 6],
     async create({ urls, ttl, wait, renew }) {
       const Redlock = load()
       const clients = await connect(urls)
       const settings = { driftFactor: 0.01, retryCount: 10, retryDelay: 200, retryJitter: 100 }
-      if (wait) Object.assign(settings, { retryCount: retryCountFor(wait), retryDelay: wait.retryDelay, retryJitter: wait.retryJitter })
+      if (wait && !wait.defaults) Object.assign(settings, { retryCount: retryCountFor(wait), retryDelay: wait.retryDelay, retryJitter: wait.retryJitter })
       // `using` extends when less than the threshold is left: ttl - ttl/3 renews every ttl/3
       if (renew) settings.automaticExtensionThreshold = Math.floor((ttl * 2) / 3)
       const redlock = new Redlock(clients, settings)
@@ -135,12 +139,12 @@ function semaphoreContender(label, multi) {
   return {
     label,
     kind: 'lib',
-    scenarios: multi ? [4] : [1, 2, 3, 5],
+    scenarios: multi ? [4] : [1, 2, 3, 5, 6],
     async create({ urls, ttl, wait, renew }) {
       const { Mutex, RedlockMutex } = require('redis-semaphore')
       const clients = await connect(urls)
       const opts = { lockTimeout: ttl }
-      if (wait) Object.assign(opts, { acquireTimeout: wait.waitTimeout, retryInterval: wait.retryDelay })
+      if (wait && !wait.defaults) Object.assign(opts, { acquireTimeout: wait.waitTimeout, retryInterval: wait.retryDelay })
       if (renew) opts.refreshInterval = Math.floor(ttl / 3)
       const make = (key) => (multi ? new RedlockMutex(clients, key, opts) : new Mutex(clients[0], key, opts))
       return {
@@ -162,13 +166,13 @@ contenders.semaphoreRedlock = semaphoreContender('redis-semaphore RedlockMutex',
 contenders.universal = {
   label: 'redlock-universal',
   kind: 'lib',
-  scenarios: [1, 2, 3, 4, 5],
+  scenarios: [1, 2, 3, 4, 5, 6],
   async create({ urls, ttl, wait, renew }) {
     const { createLock, createRedlock, IoredisAdapter } = require('redlock-universal')
     const clients = await connect(urls)
     const adapters = clients.map((c) => new IoredisAdapter(c))
     const base = { ttl }
-    if (wait) Object.assign(base, { retryAttempts: retryCountFor(wait), retryDelay: wait.retryDelay })
+    if (wait && !wait.defaults) Object.assign(base, { retryAttempts: retryCountFor(wait), retryDelay: wait.retryDelay })
     const locks = new Map()
     const lockFor = (key) => {
       let l = locks.get(key)
