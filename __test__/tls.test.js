@@ -8,7 +8,7 @@ const os = require('node:os')
 const path = require('node:path')
 const Redis = require('ioredis')
 const { LockClient, DistributedLock } = require('..')
-const { startRedis, inspector, freePort } = require('./helpers')
+const { startRedis, inspector, freePort, waitFor } = require('./helpers')
 
 let dir
 let pem
@@ -39,6 +39,8 @@ before(async () => {
   mtls = await startRedis(tlsArgs(mtlsPort, 'yes'))
   redis = inspector(server)
   await redis.acl('SETUSER', 'locker', 'on', '>s3cret-pw', '~*', '&*', '+@all')
+  // Redis 7's default for new users: no pub/sub channel at all.
+  await redis.acl('SETUSER', 'nochan', 'on', '>n0chan-pw', '~*', 'resetchannels', '+@all')
 })
 
 after(async () => {
@@ -89,6 +91,47 @@ test('ACL username and password; a wrong password never shows in errors', async 
   assert.doesNotMatch(`${err.message} ${JSON.stringify(err.nodes)} ${err.stack}`, /not-the-pw|s3cret/)
   await wrong.close()
   assert.equal(await redis.exists('acl:b'), 0)
+})
+
+test('over TLS, a waiter is woken by the release notice', async () => {
+  const opts = { url: `rediss://locker:s3cret-pw@127.0.0.1:${tlsPort}`, tls: { ca: pem['ca.crt'] } }
+  const a = new LockClient(opts)
+  const b = new LockClient(opts)
+  try {
+    const held = await a.acquire('tls:wake')
+    const waiting = b.acquire('tls:wake', { retryDelay: 60_000, retryJitter: 0, waitTimeout: 120_000 })
+    await waitFor(async () => (await redis.pubsub('NUMSUB', '__lockdog:released:tls:wake'))[1] === 1, { what: 'the subscription over TLS' })
+    assert.equal(await held.release(), true)
+    const lock = await waiting
+    assert.equal(b.stats().woken, 1)
+    assert.equal(await lock.release(), true)
+  } finally {
+    await a.close()
+    await b.close()
+  }
+})
+
+test('an ACL user without channel rights still releases; its waiters fall back to their retry timer', async () => {
+  const opts = { url: `rediss://nochan:n0chan-pw@127.0.0.1:${tlsPort}`, tls: { ca: pem['ca.crt'] } }
+  const a = new LockClient(opts)
+  const b = new LockClient(opts)
+  const errors = []
+  b.on('error', (e) => errors.push(e))
+  try {
+    const held = await a.acquire('acl:nochan')
+    const waiting = b.acquire('acl:nochan', { retryDelay: 300, retryJitter: 0, waitTimeout: 10_000 })
+    await waitFor(() => b.stats().contended === 1, { what: 'the waiter to find the lock held' })
+    assert.equal(await held.release(), true, 'PUBLISH is refused by the ACL, the release is not')
+    assert.equal(await redis.exists('acl:nochan'), 0)
+    const lock = await waiting
+    assert.equal(b.stats().woken, 0)
+    assert.ok(lock.attempts >= 2)
+    assert.equal(await lock.release(), true)
+    assert.deepEqual(errors, [])
+  } finally {
+    await a.close()
+    await b.close()
+  }
 })
 
 test('an ioredis client with TLS options is read as rediss:// with its CA', async () => {

@@ -237,6 +237,10 @@ impl Node {
             match tokio::time::timeout(timeout, resp3.get_connection_manager_with_config(config))
                 .await
             {
+                // close() ran meanwhile: drop the new connection at once.
+                Ok(Ok(_)) if self.closed.load(std::sync::atomic::Ordering::Acquire) => {
+                    return false
+                }
                 Ok(Ok(con)) => *notices = Notices::Open(con),
                 // A server without HELLO 3 will not learn it on a retry.
                 Ok(Err(e))
