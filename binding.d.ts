@@ -102,7 +102,11 @@ export interface AcquireOptions {
    * (`Infinity` or -1: no limit but `waitTimeout`). The default value is `Infinity`.
    */
   retryCount?: number
-  /** Pause between attempts, in ms. The default value is 100. */
+  /**
+   * Longest pause between attempts, in ms: the holder's release notice (Redis
+   * pub/sub) ends it early for the first waiter of a key, and it never outlasts
+   * the holder's remaining TTL. The default value is 100.
+   */
   retryDelay?: number
   /** Random extra pause of 0..retryJitter ms per attempt. The default value is 100. */
   retryJitter?: number
@@ -183,7 +187,11 @@ export interface LockClientOptions {
    * (`Infinity` or -1: no limit but `waitTimeout`). The default value is `Infinity`.
    */
   retryCount?: number
-  /** Pause between attempts, in ms. The default value is 100. */
+  /**
+   * Longest pause between attempts, in ms: the holder's release notice (Redis
+   * pub/sub) ends it early for the first waiter of a key, and it never outlasts
+   * the holder's remaining TTL. The default value is 100.
+   */
   retryDelay?: number
   /** Random extra pause of 0..retryJitter ms added to each `retryDelay`. The default value is 100. */
   retryJitter?: number

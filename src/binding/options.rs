@@ -51,7 +51,9 @@ pub struct LockClientOptions {
     /// Retries after the first attempt while the lock is held by another owner
     /// (`Infinity` or -1: no limit but `waitTimeout`). The default value is `Infinity`.
     pub retry_count: Option<f64>,
-    /// Pause between attempts, in ms. The default value is 100.
+    /// Longest pause between attempts, in ms: the holder's release notice (Redis
+    /// pub/sub) ends it early for the first waiter of a key, and it never outlasts
+    /// the holder's remaining TTL. The default value is 100.
     pub retry_delay: Option<f64>,
     /// Random extra pause of 0..retryJitter ms added to each `retryDelay`. The default value is 100.
     pub retry_jitter: Option<f64>,
@@ -89,7 +91,9 @@ pub struct AcquireOptions {
     /// Retries after the first attempt while another owner holds the lock
     /// (`Infinity` or -1: no limit but `waitTimeout`). The default value is `Infinity`.
     pub retry_count: Option<f64>,
-    /// Pause between attempts, in ms. The default value is 100.
+    /// Longest pause between attempts, in ms: the holder's release notice (Redis
+    /// pub/sub) ends it early for the first waiter of a key, and it never outlasts
+    /// the holder's remaining TTL. The default value is 100.
     pub retry_delay: Option<f64>,
     /// Random extra pause of 0..retryJitter ms per attempt. The default value is 100.
     pub retry_jitter: Option<f64>,
