@@ -34,13 +34,13 @@ class Lock {
   #onLost
   #loss = null
 
-  #forget
+  #live
   #delivered = false
 
-  constructor(native, onLost, forget) {
+  constructor(native, onLost, live) {
     this.#native = native
     this.#onLost = onLost
-    this.#forget = forget
+    this.#live = live
   }
 
   /** The lock's first key (without the client's keyPrefix). */
@@ -125,7 +125,8 @@ class Lock {
    */
   release() {
     this.#deliverLoss()
-    this.#forget()
+    // Released: no loss event needs to find this lock any more.
+    this.#live.delete(this.#native.id)
     const released = this.#native.release().then(
       (ok) => {
         // Lost natively just before the release? Its event may still be queued.
@@ -175,8 +176,15 @@ class Lock {
  */
 class LockClient extends EventEmitter {
   #native
+  /** Lock id → WeakRef(Lock), so a native loss event finds its lock. */
   #live = new Map()
-  #gone = new FinalizationRegistry((id) => this.#live.delete(id))
+  /** Size at which #live is next swept of collected locks (cheaper per lock than a FinalizationRegistry). */
+  #sweepAt = 1024
+
+  #sweep() {
+    for (const [id, ref] of this.#live) if (ref.deref() === undefined) this.#live.delete(id)
+    this.#sweepAt = Math.max(1024, 2 * this.#live.size)
+  }
 
   constructor(options) {
     super()
@@ -316,12 +324,9 @@ class LockClient extends EventEmitter {
       (native) => {
         if (signal) signal.removeEventListener('abort', onAbort)
         const id = native.id
-        const lock = new Lock(native, onLost, () => {
-          this.#live.delete(id)
-          this.#gone.unregister(lock)
-        })
+        const lock = new Lock(native, onLost, this.#live)
         this.#live.set(id, new WeakRef(lock))
-        this.#gone.register(lock, id, lock)
+        if (this.#live.size >= this.#sweepAt) this.#sweep()
         if (channels.acquire.hasSubscribers) {
           channels.acquire.publish({ key: lock.key, keys: lock.keys, token: lock.token, attempts: lock.attempts, fence: lock.fence })
         }

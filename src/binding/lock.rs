@@ -23,13 +23,13 @@ impl NativeLock {
     /// The lock's first key, as given (without the client's `keyPrefix`).
     #[napi(getter)]
     pub fn key(&self) -> String {
-        self.lock.names().first().cloned().unwrap_or_default()
+        self.lock.name().to_string()
     }
 
     /// Every key this lock holds, as given (without the client's `keyPrefix`).
     #[napi(getter)]
     pub fn keys(&self) -> Vec<String> {
-        self.lock.names().to_vec()
+        self.lock.names()
     }
 
     /// The random value (UUID v4) stored under the key; it proves ownership on

@@ -516,8 +516,8 @@ impl Inner {
             if won && !cancel.is_cancelled() && self.ensure_open().is_ok() {
                 let state = Arc::new(LockState::new(NewLock {
                     id: self.next_id.fetch_add(1, Ordering::Relaxed),
-                    names,
                     keys,
+                    prefix_len: self.cfg.key_prefix.len(),
                     token,
                     attempts,
                     acquired_at: started,
@@ -704,7 +704,7 @@ impl Inner {
         if t.ok + t.not_held >= self.quorum() {
             return Ok(false);
         }
-        let label = state.names.join(", ");
+        let label = state.label();
         let err = if self.nodes.len() == 1 {
             single_node_error(&self.nodes[0].name, &answers[0])
         } else {
@@ -747,7 +747,7 @@ impl Inner {
     }
 
     pub fn lose_expired(self: &Arc<Self>, state: &Arc<LockState>) {
-        let label = state.names.join(", ");
+        let label = state.label();
         let now = Instant::now();
         // Renewals stop short of maxHold, so the deadline lands one drift before it.
         let slack = self.cfg.drift_for(state.ttl()) + Duration::from_millis(5);
@@ -896,7 +896,7 @@ impl Inner {
                 self.stats.renewed.fetch_add(1, Ordering::Relaxed);
                 return true;
             }
-            let label = state.names.join(", ");
+            let label = state.label();
             let why = lost(
                 &label,
                 "its renewal was answered too late to leave any validity",
@@ -905,7 +905,7 @@ impl Inner {
             return false;
         }
         if t.not_held + t.held > self.nodes.len() - self.quorum() {
-            let label = state.names.join(", ");
+            let label = state.label();
             self.lose(
                 state,
                 lost(
@@ -1004,8 +1004,13 @@ impl Lock {
     }
 
     /// The keys as the caller named them.
-    pub fn names(&self) -> &[String] {
-        &self.state().names
+    pub fn names(&self) -> Vec<String> {
+        self.state().names().map(str::to_string).collect()
+    }
+
+    /// The first key as the caller named it.
+    pub fn name(&self) -> &str {
+        self.state().names().next().unwrap_or_default()
     }
 
     pub fn token(&self) -> &str {
@@ -1075,7 +1080,7 @@ impl Lock {
     pub async fn extend(&self, ttl: Duration) -> Result<()> {
         let state = self.state();
         let inner = &self.0.inner;
-        let label = state.names.join(", ");
+        let label = state.label();
         inner.ensure_open()?;
         match state.status() {
             Status::Held => {}

@@ -1,11 +1,11 @@
 //! The shared state of one held lock: token, keys and its local validity deadline
 //! on the monotonic clock. Read without locks from any thread (e.g. `lock.remaining`).
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio_util::sync::CancellationToken;
+use tokio::sync::Notify;
 
 use crate::core::error::LockError;
 
@@ -33,10 +33,10 @@ pub enum Status {
 
 pub struct LockState {
     pub id: u64,
-    /// The keys as the caller named them (without the client's prefix).
-    pub names: Vec<String>,
-    /// The keys as stored in Redis.
+    /// The keys as stored in Redis: the client's prefix, then the name the
+    /// caller gave (see [`LockState::names`]).
     pub keys: Vec<String>,
+    prefix_len: usize,
     pub token: String,
     pub attempts: u32,
     pub acquired_at: Instant,
@@ -56,15 +56,18 @@ pub struct LockState {
     /// with the old TTL can never land after an extend and shorten its lease.
     lease: std::sync::Arc<tokio::sync::Mutex<()>>,
     status: AtomicU8,
-    ended: CancellationToken,
-    loss: Mutex<Option<LockError>>,
+    /// Set once the lock ended and its end was reported; `ended_wake` wakes its waiters.
+    ended_flag: AtomicBool,
+    ended_wake: Notify,
+    loss: Mutex<Option<Box<LockError>>>,
 }
 
 /// What [`LockState::new`] needs.
 pub struct NewLock {
     pub id: u64,
-    pub names: Vec<String>,
     pub keys: Vec<String>,
+    /// The length of the client's key prefix at the start of each key.
+    pub prefix_len: usize,
     pub token: String,
     pub attempts: u32,
     pub acquired_at: Instant,
@@ -80,8 +83,8 @@ impl LockState {
     pub fn new(n: NewLock) -> Self {
         LockState {
             id: n.id,
-            names: n.names,
             keys: n.keys,
+            prefix_len: n.prefix_len,
             token: n.token,
             attempts: n.attempts,
             acquired_at: n.acquired_at,
@@ -94,9 +97,22 @@ impl LockState {
             generation: AtomicU64::new(0),
             lease: Default::default(),
             status: AtomicU8::new(HELD),
-            ended: CancellationToken::new(),
+            ended_flag: AtomicBool::new(false),
+            ended_wake: Notify::new(),
             loss: Mutex::new(None),
         }
+    }
+
+    /// The keys as the caller named them (without the client's prefix).
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.keys
+            .iter()
+            .map(|k| k.get(self.prefix_len..).unwrap_or(k.as_str()))
+    }
+
+    /// The names joined for messages: `a, b`.
+    pub fn label(&self) -> String {
+        self.names().collect::<Vec<_>>().join(", ")
     }
 
     pub fn status(&self) -> Status {
@@ -178,7 +194,7 @@ impl LockState {
     pub fn end_lost(&self, why: LockError) -> bool {
         if let Ok(mut slot) = self.loss.lock() {
             if slot.is_none() && self.status() == Status::Held {
-                *slot = Some(why);
+                *slot = Some(Box::new(why));
             }
         }
         self.status
@@ -192,13 +208,14 @@ impl LockState {
             .compare_exchange(HELD, to, Ordering::AcqRel, Ordering::Acquire)
             .is_ok();
         if won {
-            self.ended.cancel();
+            self.notify_ended();
         }
         won
     }
 
     pub fn notify_ended(&self) {
-        self.ended.cancel();
+        self.ended_flag.store(true, Ordering::Release);
+        self.ended_wake.notify_waiters();
     }
 
     /// Why the lock was lost, once it was.
@@ -206,12 +223,20 @@ impl LockState {
         if self.status() != Status::Lost {
             return None;
         }
-        self.loss.lock().ok().and_then(|l| l.clone())
+        self.loss.lock().ok().and_then(|l| l.as_deref().cloned())
     }
 
     /// Completes when the lock is released or lost.
     pub async fn ended(&self) {
-        self.ended.cancelled().await
+        loop {
+            let woken = self.ended_wake.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if self.ended_flag.load(Ordering::Acquire) {
+                return;
+            }
+            woken.await;
+        }
     }
 }
 
@@ -224,8 +249,8 @@ mod tests {
         let now = Instant::now();
         LockState::new(NewLock {
             id: 1,
-            names: vec!["k".into()],
             keys: vec!["k".into()],
+            prefix_len: 0,
             token: "t".into(),
             attempts: 1,
             acquired_at: now,
