@@ -187,7 +187,7 @@ function computeTargets(report) {
     const l = R.s5.lockdog.median
     add('5a', 'renewal Redis commands/s vs held/(ttl/3)', `${f(l.cmdsPerSec)} cmds/s (incl. inside Lua) vs ${f(l.expectedCmdsPerSec)} renewals/s = ${ratio(l.cmdsPerSec / l.expectedCmdsPerSec)}; EVAL* ${f(((l.commands.evalsha || 0) + (l.commands.eval || 0)) / (l.holdMs / 1000))}/s; lost ${f(l.held - l.alive)}`, null)
     add('5b', 'main-thread CPU while holding (report)', `${f(l.mainThreadCpuPct, 2)} % of a core (ELU ${f(l.elu * 100, 2)} %), process ${f(l.processCpuPct, 1)} %`, null)
-    add('5c', 'memory per held lock (report)', `${f(l.rssBytesPerLock)} B RSS, ${f(l.heapBytesPerLock)} B JS heap`, null)
+    add('5c', 'memory per held lock (report; RSS is marginal, on top of as many locks already held, and includes allocator growth for renewal batches; the core\'s exact heap per lock: `cargo test --release --test memory -- --nocapture`)', `${f(l.rssBytesPerLock)} B RSS, ${f(l.heapBytesPerLock)} B JS heap`, null)
   }
   return t
 }
