@@ -317,7 +317,7 @@ function brief(s, r) {
   const f = (x, d = 0) => (typeof x === 'number' ? x.toFixed(d) : '-')
   if (s === 1) return `${f(r.opsPerSec)} pairs/s, mean ${f(r.meanUs)} µs, p50 ${f(r.p50Us)} µs, p99 ${f(r.p99Us)} µs`
   if (s === 2) return `${f(r.opsPerSec)} pairs/s, p50 ${f(r.p50Us)} µs`
-  if (s === 3) return `${f(r.csPerSec)} cs/s, hand-off p50 ${f(r.handoffP50Us)} µs, Jain ${f(r.jain, 2)}, ${f(r.cmdsPerLock, 1)} cmds/lock`
+  if (s === 3 || s === 6) return `${f(r.csPerSec)} cs/s, hand-off p50 ${f(r.handoffP50Us)} µs, Jain ${f(r.jain, 2)}, ${f(r.cmdsPerLock, 1)} cmds/lock`
   if (s === 4) return NODE_COUNTS.map((n) => `${n}n ${f(r[n] && r[n].meanUs)} µs`).join(', ')
   if (s === 5) return `${r.held} held, ${r.alive} alive, ${f(r.cmdsPerSec)} cmds/s, main ${f(r.mainThreadCpuPct, 1)}% CPU, ${f(r.rssBytesPerLock)} B/lock RSS`
   return ''
