@@ -76,6 +76,11 @@ export declare class NativeLock {
    * refuse older ones.
    */
   get fence(): number | null
+  /**
+   * How many replicas acknowledged the last acquisition or manual extension
+   * (option `waitReplicas`), or null when not asked for or when `WAIT` failed.
+   */
+  get replicas(): number | null
   /** How many attempts the acquisition took. */
   get attempts(): number
   /** Why the lock was lost (a JSON error payload), or null. */
@@ -129,6 +134,15 @@ export interface AcquireOptions {
    * leaves less counts as failed. The default value is 1.
    */
   minValidity?: number
+  /**
+   * Replicas that should acknowledge this acquisition and its manual extensions
+   * (Redis `WAIT`, on a connection of its own; one master with replicas only).
+   * Best effort: the lock is granted either way and `lock.replicas` tells how
+   * many acknowledged. The default value is 0 (no wait).
+   */
+  waitReplicas?: number
+  /** Longest wait for those acknowledgements, in ms (shorter than ttl). The default value is 100. */
+  waitReplicasTimeout?: number
 }
 
 /** How a `LockClient` reaches Redis, and the defaults for its locks. */
@@ -208,6 +222,14 @@ export interface LockClientOptions {
   autoRenew?: boolean
   /** Smallest validity (ms) an acquisition may come back with. The default value is 1. */
   minValidity?: number
+  /**
+   * Replicas that should acknowledge each acquisition and manual extension
+   * (Redis `WAIT`, on a connection of its own; one master with replicas only).
+   * Best effort: `lock.replicas` tells how many did. The default value is 0 (no wait).
+   */
+  waitReplicas?: number
+  /** Longest wait for those acknowledgements, in ms. The default value is 100. */
+  waitReplicasTimeout?: number
 }
 
 /** What `inspect(key)` found, without changing anything. */

@@ -81,7 +81,7 @@ export interface AcquireOptions extends NativeAcquireOptions {
   onLost?: (err: LockError, lock: Lock) => void
 }
 
-export interface Lock extends Pick<NativeLock, 'key' | 'keys' | 'token' | 'remaining' | 'held' | 'ttl' | 'attempts' | 'fence'> {}
+export interface Lock extends Pick<NativeLock, 'key' | 'keys' | 'token' | 'remaining' | 'held' | 'ttl' | 'attempts' | 'fence' | 'replicas'> {}
 
 /** A held lock, renewed by the native watchdog until released. */
 export declare class Lock implements AsyncDisposable {

@@ -104,3 +104,30 @@ test('diagnostics_channel publishes acquire, renew, release and loss', async () 
     for (const name of Object.keys(seen)) diagnostics.unsubscribe(`lockdog:${name}`, handlers[name])
   }
 })
+
+test('waitReplicas: the acquisition and extensions wait for the replica; lock.replicas says how many acknowledged', async () => {
+  const replica = await startRedis(['--replicaof', '127.0.0.1', String(server.port)])
+  const onReplica = inspector(replica)
+  const locks = new LockClient({ url: server.url, waitReplicas: 1, waitReplicasTimeout: 2000 })
+  try {
+    await waitFor(async () => /master_link_status:up/.test(await onReplica.info('replication')), { what: 'the replica to sync' })
+    const lock = await locks.acquire('replicated')
+    assert.equal(lock.replicas, 1)
+    assert.equal(await onReplica.get('replicated'), lock.token, 'WAIT returned: the replica has the key')
+    await lock.extend(20_000)
+    assert.equal(lock.replicas, 1)
+    assert.equal(await lock.release(), true)
+    const plain = await locks.acquire('plain', { waitReplicas: 0 })
+    assert.equal(plain.replicas, null)
+    await plain.release()
+    // Bad options throw at the call, before anything is sent.
+    assert.throws(() => locks.acquire('x', { waitReplicas: 1.5 }), { code: 'ERR_OUT_OF_RANGE' })
+    assert.throws(() => locks.acquire('x', { ttl: 1000, waitReplicasTimeout: 1000 }), { code: 'ERR_OUT_OF_RANGE' })
+    assert.throws(() => new LockClient({ nodes: [server.url, replica.url], waitReplicas: 1 }), { code: 'ERR_INVALID_ARG_VALUE' })
+    assert.throws(() => locks.acquire('x', { waitReplicas: '1' }), { code: 'ERR_INVALID_ARG_TYPE' })
+  } finally {
+    await locks.close()
+    onReplica.disconnect()
+    await replica.stop()
+  }
+})

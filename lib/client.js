@@ -80,6 +80,10 @@ class Lock {
   get fence() {
     return this.#native.fence
   }
+  /** Replicas that acknowledged the last acquisition or extension (option `waitReplicas`), or null. */
+  get replicas() {
+    return this.#native.replicas ?? null
+  }
   /** The `LockError` (ERR_LOCK_LOST) the lock was lost with, or null. */
   get lossError() {
     if (this.#loss) return this.#loss

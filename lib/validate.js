@@ -62,6 +62,8 @@ const ACQUIRE = {
   renewInterval: 'number',
   autoRenew: 'boolean',
   minValidity: 'number',
+  waitReplicas: 'number',
+  waitReplicasTimeout: 'number',
 }
 
 const ACQUIRE_JS = { ...ACQUIRE, signal: 'AbortSignal', onLost: 'function' }

@@ -31,6 +31,10 @@ async function main(): Promise<number> {
   const fenceSeen: number | null = found.fence
   const removed: number = await locks.forceRelease('k')
   const fence: number | null = lock.fence
+  const acked: number | null = (await locks.acquire('r', { waitReplicas: 1, waitReplicasTimeout: 50 })).replicas
+  const woken: number = stats.woken
+  void acked
+  void woken
   void fenceSeen
   void removed
   void fence

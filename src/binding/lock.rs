@@ -78,6 +78,13 @@ impl NativeLock {
         self.lock.fence().map(|f| f as f64)
     }
 
+    /// How many replicas acknowledged the last acquisition or manual extension
+    /// (option `waitReplicas`), or null when not asked for or when `WAIT` failed.
+    #[napi(getter)]
+    pub fn replicas(&self) -> Option<u32> {
+        self.lock.replicas()
+    }
+
     /// How many attempts the acquisition took.
     #[napi(getter)]
     pub fn attempts(&self) -> u32 {

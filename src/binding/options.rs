@@ -68,6 +68,12 @@ pub struct LockClientOptions {
     pub auto_renew: Option<bool>,
     /// Smallest validity (ms) an acquisition may come back with. The default value is 1.
     pub min_validity: Option<f64>,
+    /// Replicas that should acknowledge each acquisition and manual extension
+    /// (Redis `WAIT`, on a connection of its own; one master with replicas only).
+    /// Best effort: `lock.replicas` tells how many did. The default value is 0 (no wait).
+    pub wait_replicas: Option<f64>,
+    /// Longest wait for those acknowledgements, in ms. The default value is 100.
+    pub wait_replicas_timeout: Option<f64>,
 }
 
 /// TLS material for `rediss://` URLs, as PEM text.
@@ -110,6 +116,13 @@ pub struct AcquireOptions {
     /// Smallest validity (ms) an acquisition may come back with; an attempt that
     /// leaves less counts as failed. The default value is 1.
     pub min_validity: Option<f64>,
+    /// Replicas that should acknowledge this acquisition and its manual extensions
+    /// (Redis `WAIT`, on a connection of its own; one master with replicas only).
+    /// Best effort: the lock is granted either way and `lock.replicas` tells how
+    /// many acknowledged. The default value is 0 (no wait).
+    pub wait_replicas: Option<f64>,
+    /// Longest wait for those acknowledgements, in ms (shorter than ttl). The default value is 100.
+    pub wait_replicas_timeout: Option<f64>,
 }
 
 /// Counters of a client since it was created.
@@ -193,6 +206,21 @@ impl AcquireOptions {
             renew_interval: opt_millis("renewInterval", self.renew_interval, 1)?,
             auto_renew: self.auto_renew,
             min_validity: opt_millis("minValidity", self.min_validity, 1)?,
+            wait_replicas: self
+                .wait_replicas
+                .map(|v| {
+                    whole_number("waitReplicas", v, 0).and_then(|n| {
+                        u32::try_from(n).map_err(|_| {
+                            LockError::out_of_range("waitReplicas", "at most 4294967295", v)
+                        })
+                    })
+                })
+                .transpose()?,
+            wait_replicas_timeout: opt_millis(
+                "waitReplicasTimeout",
+                self.wait_replicas_timeout,
+                1,
+            )?,
         };
         o.validate()?;
         Ok(o)
@@ -247,6 +275,8 @@ impl LockClientOptions {
             renew_interval: self.renew_interval,
             auto_renew: self.auto_renew,
             min_validity: self.min_validity,
+            wait_replicas: self.wait_replicas,
+            wait_replicas_timeout: self.wait_replicas_timeout,
         }
         .to_core()?;
         if cfg.key_prefix.len() > config::MAX_KEY_BYTES {

@@ -192,7 +192,9 @@ impl Client {
 
     /// Resolves options against the client's defaults, without I/O.
     pub fn resolve(&self, opts: &AcquireOptions) -> Result<AcquireSpec> {
-        opts.or(&self.inner.cfg.defaults).resolve()
+        let spec = opts.or(&self.inner.cfg.defaults).resolve()?;
+        self.inner.cfg.check_spec(&spec)?;
+        Ok(spec)
     }
 
     /// Takes the lock on `keys` (all of them, as one lock), waiting and retrying
@@ -424,7 +426,24 @@ impl Inner {
         locked: usize,
         token: &str,
         ttl: Duration,
-    ) -> (Vec<NodeAnswer>, i64, Instant) {
+        acked: Option<(u32, Duration)>,
+    ) -> (Vec<NodeAnswer>, i64, Instant, Option<u32>) {
+        if let (Some(acked), [node]) = (acked, self.nodes.as_slice()) {
+            // One master with replicas: the write and its WAIT on a connection of their own.
+            let timeout = self.cfg.node_timeout_for(ttl);
+            let started = Instant::now();
+            let (answer, fence, replicas) = node
+                .acquire_acked(
+                    script_keys,
+                    locked,
+                    token,
+                    ttl.as_millis() as u64,
+                    timeout,
+                    acked,
+                )
+                .await;
+            return (vec![answer], fence, started, replicas);
+        }
         // Connect first (instant once connected), so that the validity clock,
         // which starts before the first SET is sent, does not pay for a handshake.
         // With several nodes one that cannot connect must not hold up the others:
@@ -452,7 +471,7 @@ impl Inner {
         .await;
         let fence = replies.iter().map(|(_, f)| *f).max().unwrap_or(0);
         let answers = replies.into_iter().map(|(a, _)| a).collect();
-        (answers, fence, started)
+        (answers, fence, started, None)
     }
 
     /// Token-checked release on every node that may hold our token (all but those
@@ -502,8 +521,14 @@ impl Inner {
                 // earlier attempt that landed without a reply still counts as ours.
                 token = uuid::Uuid::new_v4().to_string();
             }
-            let (answers, fence, mut started) = self
-                .attempt(&script_keys, keys.len(), &token, spec.ttl)
+            let (answers, fence, mut started, replicas) = self
+                .attempt(
+                    &script_keys,
+                    keys.len(),
+                    &token,
+                    spec.ttl,
+                    spec.wait_replicas,
+                )
                 .await;
             if broken::mode() == Broken::LateClock {
                 started = Instant::now();
@@ -527,7 +552,9 @@ impl Inner {
                     hold_until: spec.max_hold.map(|h| started + h),
                     auto_renew: spec.auto_renew,
                     fence: self.cfg.fencing.then_some(fence),
+                    wait_replicas: spec.wait_replicas,
                 }));
+                state.set_replicas(replicas);
                 self.stats.acquired.fetch_add(1, Ordering::Relaxed);
                 self.stats.held.fetch_add(1, Ordering::Relaxed);
                 self.watchdog.start(self);
@@ -1017,6 +1044,12 @@ impl Lock {
         &self.state().token
     }
 
+    /// Replicas that acknowledged the last acquisition or manual extension
+    /// (`waitReplicas`); `None` when not asked for, or when WAIT failed.
+    pub fn replicas(&self) -> Option<u32> {
+        self.state().replicas()
+    }
+
     pub fn attempts(&self) -> u32 {
         self.state().attempts
     }
@@ -1115,16 +1148,23 @@ impl Lock {
             ttl_ms: ttl.as_millis() as u64,
         }];
         let timeout = inner.cfg.node_timeout_for(ttl);
-        let answers: Vec<NodeAnswer> = join_all(
-            inner
-                .nodes
-                .iter()
-                .map(|n| n.extend_batch(&renewal, timeout)),
-        )
-        .await
-        .into_iter()
-        .map(|mut a| a.remove(0))
-        .collect();
+        let answers: Vec<NodeAnswer> = match (state.wait_replicas(), inner.nodes.as_slice()) {
+            (Some(acked), [node]) => {
+                let (answer, replicas) = node.extend_acked(&renewal[0], timeout, acked).await;
+                state.set_replicas(replicas);
+                vec![answer]
+            }
+            _ => join_all(
+                inner
+                    .nodes
+                    .iter()
+                    .map(|n| n.extend_batch(&renewal, timeout)),
+            )
+            .await
+            .into_iter()
+            .map(|mut a| a.remove(0))
+            .collect(),
+        };
         inner.report_faults(&answers);
         let t = tally(&answers);
         let deadline = started + ttl.saturating_sub(inner.cfg.drift_for(ttl));

@@ -19,6 +19,7 @@ pub const DEFAULT_DRIFT_FACTOR: f64 = 0.01;
 pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(100);
 pub const DEFAULT_RETRY_JITTER: Duration = Duration::from_millis(100);
 pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_millis(10_000);
+pub const DEFAULT_WAIT_REPLICAS_TIMEOUT: Duration = Duration::from_millis(100);
 /// Share of the TTL a Redlock node gets to answer an acquire or renewal.
 pub const NODE_TIMEOUT_SHARE: f64 = 0.05;
 
@@ -134,7 +135,28 @@ impl ClientConfig {
                 self.drift_factor,
             ));
         }
-        self.defaults.validate()
+        let spec = self.defaults.resolve()?;
+        self.check_spec(&spec)
+    }
+
+    /// What an acquisition's settings must fit in this deployment.
+    pub fn check_spec(&self, spec: &AcquireSpec) -> Result<()> {
+        if let Some((_, wait)) = spec.wait_replicas {
+            if self.cluster || self.nodes.len() > 1 {
+                return Err(LockError::invalid_value(
+                    "waitReplicas",
+                    "applies to one Redis master with replicas, not to several nodes (Redlock) or a cluster",
+                ));
+            }
+            if wait >= spec.ttl {
+                return Err(LockError::out_of_range(
+                    "waitReplicasTimeout",
+                    "shorter than ttl",
+                    wait.as_millis(),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -156,6 +178,11 @@ pub struct AcquireOptions {
     pub auto_renew: Option<bool>,
     /// Smallest validity an acquisition may come back with.
     pub min_validity: Option<Duration>,
+    /// Replicas that should acknowledge an acquisition or extension (Redis
+    /// `WAIT`, single node only); 0 = do not wait.
+    pub wait_replicas: Option<u32>,
+    /// Longest wait for those acknowledgements.
+    pub wait_replicas_timeout: Option<Duration>,
 }
 
 /// [`AcquireOptions`] with every default filled in.
@@ -170,6 +197,8 @@ pub struct AcquireSpec {
     pub renew_interval: Duration,
     pub auto_renew: bool,
     pub min_validity: Duration,
+    /// `Some((replicas, timeout))` when acquisitions and extensions wait for replicas.
+    pub wait_replicas: Option<(u32, Duration)>,
 }
 
 impl AcquireOptions {
@@ -185,6 +214,8 @@ impl AcquireOptions {
             renew_interval: self.renew_interval.or(base.renew_interval),
             auto_renew: self.auto_renew.or(base.auto_renew),
             min_validity: self.min_validity.or(base.min_validity),
+            wait_replicas: self.wait_replicas.or(base.wait_replicas),
+            wait_replicas_timeout: self.wait_replicas_timeout.or(base.wait_replicas_timeout),
         }
     }
 
@@ -217,6 +248,14 @@ impl AcquireOptions {
             renew_interval: renew_interval.max(Duration::from_millis(1)),
             auto_renew: self.auto_renew.unwrap_or(true),
             min_validity: self.min_validity.unwrap_or(Duration::from_millis(1)),
+            wait_replicas: match self.wait_replicas.unwrap_or(0) {
+                0 => None,
+                n => Some((
+                    n,
+                    self.wait_replicas_timeout
+                        .unwrap_or(DEFAULT_WAIT_REPLICAS_TIMEOUT),
+                )),
+            },
         })
     }
 }

@@ -45,6 +45,9 @@ pub struct LockState {
     pub auto_renew: bool,
     /// The fencing token, when the client hands them out.
     pub fence: Option<i64>,
+    wait_replicas: Option<(u32, u32)>,
+    /// Replicas that acknowledged the last acquisition or extension; u32::MAX: unknown.
+    replicas: std::sync::atomic::AtomicU32,
     ttl_ms: AtomicU64,
     renew_every_ms: AtomicU64,
     deadline_ns: AtomicU64,
@@ -77,6 +80,8 @@ pub struct NewLock {
     pub hold_until: Option<Instant>,
     pub auto_renew: bool,
     pub fence: Option<i64>,
+    /// `waitReplicas`: (replicas, timeout) for each acquisition and extension.
+    pub wait_replicas: Option<(u32, Duration)>,
 }
 
 impl LockState {
@@ -91,6 +96,10 @@ impl LockState {
             hold_until: n.hold_until,
             auto_renew: n.auto_renew,
             fence: n.fence,
+            wait_replicas: n
+                .wait_replicas
+                .map(|(r, t)| (r, u32::try_from(t.as_millis()).unwrap_or(u32::MAX))),
+            replicas: std::sync::atomic::AtomicU32::new(u32::MAX),
             ttl_ms: AtomicU64::new(n.ttl.as_millis() as u64),
             renew_every_ms: AtomicU64::new(n.renew_every.as_millis() as u64),
             deadline_ns: AtomicU64::new(to_ns(n.deadline)),
@@ -151,6 +160,24 @@ impl LockState {
     /// A new lease replaces the old one (manual extend).
     pub fn next_generation(&self) {
         self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// `waitReplicas` as (replicas, timeout), when set.
+    pub fn wait_replicas(&self) -> Option<(u32, Duration)> {
+        self.wait_replicas
+            .map(|(r, t)| (r, Duration::from_millis(u64::from(t))))
+    }
+
+    pub fn replicas(&self) -> Option<u32> {
+        match self.replicas.load(Ordering::Relaxed) {
+            u32::MAX => None,
+            n => Some(n),
+        }
+    }
+
+    pub fn set_replicas(&self, n: Option<u32>) {
+        self.replicas
+            .store(n.unwrap_or(u32::MAX), Ordering::Relaxed);
     }
 
     /// Waits for any renewal of this lock in flight, then holds off new ones.
@@ -260,6 +287,7 @@ mod tests {
             hold_until: None,
             auto_renew: true,
             fence: None,
+            wait_replicas: None,
         })
     }
 

@@ -79,7 +79,13 @@ pub struct Node {
     /// A second connection, opened when a caller first waits for a key held
     /// here, that only subscribes to release notices (RESP3 push messages).
     notices: tokio::sync::Mutex<Notices>,
+    /// Connections of their own for writes that `WAIT` for replicas: WAIT blocks
+    /// the connection it runs on and counts the writes sent before it there.
+    acked: [tokio::sync::Mutex<Option<ConnectionManager>>; ACKED_CONNECTIONS],
 }
+
+/// How many acquisitions or extensions may wait for replicas at once, per node.
+const ACKED_CONNECTIONS: usize = 4;
 
 enum Notices {
     Unused,
@@ -188,7 +194,109 @@ impl Node {
             connecting: std::sync::Mutex::new(None),
             closed: std::sync::atomic::AtomicBool::new(false),
             notices: tokio::sync::Mutex::new(Notices::Unused),
+            acked: Default::default(),
         }
+    }
+
+    /// A free connection for replica-acknowledged writes (opened on first use).
+    async fn acked_slot(
+        &self,
+        timeout: Duration,
+    ) -> Result<
+        (
+            tokio::sync::MutexGuard<'_, Option<ConnectionManager>>,
+            Connection,
+        ),
+        NodeAnswer,
+    > {
+        let Target::Single(client, config) = &self.target else {
+            return Err(NodeAnswer::ErrorReply(
+                "waitReplicas needs a single master".into(),
+            ));
+        };
+        let mut slot = match self.acked.iter().find_map(|m| m.try_lock().ok()) {
+            Some(slot) => slot,
+            None => self.acked[0].lock().await,
+        };
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(NodeAnswer::Unreachable("the client is closed".into()));
+        }
+        if slot.is_none() {
+            // WAIT may block for its whole timeout: the reply deadline is ours.
+            let config = config.clone().set_response_timeout(None);
+            match tokio::time::timeout(timeout, client.get_connection_manager_with_config(config))
+                .await
+            {
+                Ok(Ok(con)) => *slot = Some(con),
+                Ok(Err(e)) => return Err(fault(&e)),
+                Err(_) => return Err(NodeAnswer::Timeout),
+            }
+        }
+        let con = slot
+            .clone()
+            .map(Connection::Single)
+            .ok_or(NodeAnswer::Timeout)?;
+        Ok((slot, con))
+    }
+
+    /// The acquire script, then `WAIT replicas wait`, on a connection of their
+    /// own. The third value is how many replicas acknowledged (`None` when the
+    /// lock was not taken or WAIT failed).
+    pub async fn acquire_acked(
+        &self,
+        keys: &[String],
+        locked: usize,
+        token: &str,
+        ttl_ms: u64,
+        timeout: Duration,
+        (replicas, wait): (u32, Duration),
+    ) -> (NodeAnswer, i64, Option<u32>) {
+        let (_slot, mut con) = match self
+            .acked_slot(self.connect_timeout.min(timeout.max(wait)))
+            .await
+        {
+            Ok(got) => got,
+            Err(answer) => return (answer, 0, None),
+        };
+        let (answer, fence) = self
+            .acquire(&mut con, keys, locked, token, ttl_ms, timeout)
+            .await;
+        if answer != NodeAnswer::Ok {
+            return (answer, fence, None);
+        }
+        let acked = wait_replicas(&mut con, replicas, wait, timeout).await;
+        (answer, fence, acked)
+    }
+
+    /// [`Node::extend_batch`] for one lock, then `WAIT`, on a connection of their own.
+    pub async fn extend_acked(
+        &self,
+        renewal: &Renewal<'_>,
+        timeout: Duration,
+        (replicas, wait): (u32, Duration),
+    ) -> (NodeAnswer, Option<u32>) {
+        let (_slot, mut con) = match self
+            .acked_slot(self.connect_timeout.min(timeout.max(wait)))
+            .await
+        {
+            Ok(got) => got,
+            Err(answer) => return (answer, None),
+        };
+        let hash = scripts::EXTEND.get_hash();
+        let batch = std::slice::from_ref(renewal);
+        let mut answers = self.extend_pipeline(&mut con, batch, hash, timeout).await;
+        if answers.iter().any(is_noscript) {
+            if let Err(answer) = bounded(timeout, load_extend(&mut con)).await {
+                return (answer, None);
+            }
+            answers = self.extend_pipeline(&mut con, batch, hash, timeout).await;
+        }
+        let answer = answers.pop().unwrap_or(NodeAnswer::Timeout);
+        if answer != NodeAnswer::Ok {
+            return (answer, None);
+        }
+        let acked = wait_replicas(&mut con, replicas, wait, timeout).await;
+        (answer, acked)
     }
 
     /// Subscribes to release notices for `channel`, opening the notice
@@ -350,6 +458,11 @@ impl Node {
         }
         if let Ok(mut notices) = self.notices.try_lock() {
             *notices = Notices::Unsupported;
+        }
+        for slot in &self.acked {
+            if let Ok(mut slot) = slot.try_lock() {
+                *slot = None;
+            }
         }
     }
 
@@ -534,6 +647,22 @@ impl Node {
             Err(answer) => vec![answer; batch.len()],
         }
     }
+}
+
+/// `WAIT replicas wait_ms`: how many replicas acknowledged the writes this
+/// connection sent before it (`None` if the call failed).
+async fn wait_replicas(
+    con: &mut Connection,
+    replicas: u32,
+    wait: Duration,
+    timeout: Duration,
+) -> Option<u32> {
+    let mut cmd = redis::cmd("WAIT");
+    cmd.arg(replicas).arg(wait.as_millis().max(1) as u64);
+    bounded(wait + timeout, cmd.query_async::<i64>(con))
+        .await
+        .ok()
+        .map(|n| u32::try_from(n).unwrap_or(0))
 }
 
 async fn load_extend(con: &mut Connection) -> redis::RedisResult<String> {
