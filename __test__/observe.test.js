@@ -106,11 +106,13 @@ test('diagnostics_channel publishes acquire, renew, release and loss', async () 
 })
 
 test('waitReplicas: the acquisition and extensions wait for the replica; lock.replicas says how many acknowledged', async () => {
+  // A full sync otherwise waits 5 s for more replicas (repl-diskless-sync-delay).
+  await redis.config('SET', 'repl-diskless-sync-delay', '0')
   const replica = await startRedis(['--replicaof', '127.0.0.1', String(server.port)])
   const onReplica = inspector(replica)
   const locks = new LockClient({ url: server.url, waitReplicas: 1, waitReplicasTimeout: 2000 })
   try {
-    await waitFor(async () => /master_link_status:up/.test(await onReplica.info('replication')), { what: 'the replica to sync' })
+    await waitFor(async () => /master_link_status:up/.test(await onReplica.info('replication')), { what: 'the replica to sync', timeout: 30_000 })
     const lock = await locks.acquire('replicated')
     assert.equal(lock.replicas, 1)
     assert.equal(await onReplica.get('replicated'), lock.token, 'WAIT returned: the replica has the key')

@@ -11,14 +11,15 @@ use tokio_util::sync::CancellationToken;
 use support::{config, eventually, ms, opts, within, RedisServer};
 
 fn with_replica() -> (RedisServer, RedisServer) {
-    let master = RedisServer::start();
+    // A full sync otherwise waits 5 s for more replicas (repl-diskless-sync-delay).
+    let master = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
     let port = master.port().to_string();
     let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
     (master, replica)
 }
 
 async fn linked(replica: &RedisServer) {
-    eventually(ms(10_000), "the replica to sync", || async {
+    eventually(ms(30_000), "the replica to sync", || async {
         replica
             .info_field("replication", "master_link_status")
             .await
