@@ -260,3 +260,41 @@ async fn a_crashed_holder_is_taken_over_when_its_key_expires() {
     assert_eq!(waiter.stats().woken, 0, "nobody announced anything");
     waiter.close().await;
 }
+
+/// Subscribing to a node that does not answer must not hold up an abort.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abort_is_not_held_up_by_a_subscription_to_a_stalled_node() {
+    let mut servers = [
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    ];
+    let cfg = config(&[&servers[0], &servers[1], &servers[2]]);
+    let holder = Client::new(cfg.clone(), None).expect("valid config");
+    let waiter = Client::new(cfg, None).expect("valid config");
+    let held = holder
+        .acquire(vec!["s".into()], &opts(20_000), CancellationToken::new())
+        .await
+        .expect("acquired");
+    servers[2].pause();
+    let cancel = CancellationToken::new();
+    let w = waiter.clone();
+    let c = cancel.clone();
+    let waiting =
+        tokio::spawn(async move { w.acquire(vec!["s".into()], &patient(20_000), c).await });
+    eventually(ms(5_000), "the waiter found the lock held", || async {
+        waiter.stats().contended == 1
+    })
+    .await;
+    cancel.cancel();
+    let err = within(ms(1_000), "the abort", waiting)
+        .await
+        .expect("task")
+        .err()
+        .expect("aborted");
+    assert_eq!(err.code, lockdog::core::ErrorCode::Aborted, "{err}");
+    servers[2].resume();
+    assert!(held.release().await.expect("released"));
+    holder.close().await;
+    waiter.close().await;
+}

@@ -645,7 +645,10 @@ impl Inner {
             if queued.is_none() && notices {
                 // (A release before the subscription is in place goes unheard:
                 // the retry timer covers it, as it covers a lost notice.)
-                queued = Some(self.queue_up(&keys[0], pause).await);
+                queued = Some(tokio::select! {
+                    q = self.queue_up(&keys[0], pause) => q,
+                    _ = cancel.cancelled() => return Err(aborted(&key_label, attempts)),
+                });
                 let spent = now.elapsed();
                 if spent >= pause {
                     continue;
