@@ -7,7 +7,8 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use lockdog::core::{AcquireOptions, Client};
+use lockdog::core::{AcquireOptions, Client, ErrorCode, Lock, LockError};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use support::{config, eventually, ms, opts, within, RedisServer};
@@ -22,31 +23,60 @@ fn patient(ttl_ms: u64) -> AcquireOptions {
     o
 }
 
+/// Two clients on `servers`: the first already holds `key` (ttl `ttl_ms`), the
+/// second is for the waiters.
+async fn held_by_another(
+    servers: &[&RedisServer],
+    key: &str,
+    ttl_ms: u64,
+) -> (Client, Client, Lock) {
+    let cfg = config(servers);
+    let holder = Client::new(cfg.clone(), None).expect("valid config");
+    let waiters = Client::new(cfg, None).expect("valid config");
+    let held = holder
+        .acquire(vec![key.into()], &opts(ttl_ms), CancellationToken::new())
+        .await
+        .expect("acquired");
+    (holder, waiters, held)
+}
+
+/// A patient waiter for `key`, returned once it has found the key held: the
+/// client has then counted `queued` contended attempts in all.
+async fn waiter(
+    client: &Client,
+    key: &str,
+    queued: u64,
+    cancel: CancellationToken,
+) -> JoinHandle<Result<Lock, LockError>> {
+    let (c, key) = (client.clone(), key.to_string());
+    let task = tokio::spawn(async move { c.acquire(vec![key], &patient(20_000), cancel).await });
+    until_queued(client, queued).await;
+    task
+}
+
+async fn until_queued(client: &Client, queued: u64) {
+    eventually(ms(5_000), "the waiter to find the lock held", || async {
+        client.stats().contended == queued
+    })
+    .await;
+}
+
+/// How many `__lockdog:*` channels have subscribers on `server`.
+async fn channels(server: &RedisServer) -> usize {
+    let channels: Vec<String> = server
+        .query(redis::cmd("PUBSUB").arg("CHANNELS").arg("__lockdog:*"))
+        .await;
+    channels.len()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_wakes_the_waiter_at_once_instead_of_its_retry_timer() {
     let server = RedisServer::start();
-    let cfg = config(&[&server]);
-    let holder = Client::new(cfg.clone(), None).expect("valid config");
-    let waiter = Client::new(cfg, None).expect("valid config");
-    let held = holder
-        .acquire(vec!["a".into()], &opts(10_000), CancellationToken::new())
-        .await
-        .expect("acquired");
-    let w = waiter.clone();
-    let waiting = tokio::spawn(async move {
-        w.acquire(vec!["a".into()], &patient(10_000), CancellationToken::new())
-            .await
-    });
-    eventually(ms(5_000), "the waiter found the lock held", || async {
-        waiter.stats().contended == 1
-    })
-    .await;
+    let (holder, waiters, held) = held_by_another(&[&server], "a", 10_000).await;
+    let waiting = waiter(&waiters, "a", 1, CancellationToken::new()).await;
     // Its subscription is in place once the server lists the channel.
     eventually(ms(5_000), "the waiter subscribed", || async {
-        let channels: Vec<String> = server
-            .query(redis::cmd("PUBSUB").arg("CHANNELS").arg("__lockdog:*"))
-            .await;
-        channels.len() == 1
+        channels(&server).await == 1
     })
     .await;
     assert!(held.release().await.expect("released"));
@@ -59,30 +89,21 @@ async fn a_release_wakes_the_waiter_at_once_instead_of_its_retry_timer() {
         2,
         "one failed attempt, one after the notice"
     );
-    assert_eq!(waiter.stats().woken, 1);
+    assert_eq!(waiters.stats().woken, 1);
     assert!(lock.release().await.expect("released"));
     // Nobody waits any more: the subscription ends.
     eventually(ms(5_000), "the subscription to end", || async {
-        let channels: Vec<String> = server
-            .query(redis::cmd("PUBSUB").arg("CHANNELS").arg("__lockdog:*"))
-            .await;
-        channels.is_empty()
+        channels(&server).await == 0
     })
     .await;
     holder.close().await;
-    waiter.close().await;
+    waiters.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_are_served_in_arrival_order_one_wake_up_per_release() {
     let server = RedisServer::start();
-    let cfg = config(&[&server]);
-    let holder = Client::new(cfg.clone(), None).expect("valid config");
-    let waiters = Client::new(cfg, None).expect("valid config");
-    let first = holder
-        .acquire(vec!["q".into()], &opts(10_000), CancellationToken::new())
-        .await
-        .expect("acquired");
+    let (holder, waiters, first) = held_by_another(&[&server], "q", 10_000).await;
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for i in 0..5u64 {
@@ -98,11 +119,7 @@ async fn waiters_are_served_in_arrival_order_one_wake_up_per_release() {
             assert!(lock.release().await.expect("released"));
         }));
         // Arrival order: the next waiter starts once this one has queued up.
-        let stats = waiters.clone();
-        eventually(ms(5_000), "the waiter to queue up", || async {
-            stats.stats().contended == i + 1
-        })
-        .await;
+        until_queued(&waiters, i + 1).await;
     }
     let began = Instant::now();
     assert!(first.release().await.expect("released"));
@@ -127,32 +144,15 @@ async fn redlock_each_node_announces_the_release_and_the_waiters_go_in_turn() {
         RedisServer::start(),
         RedisServer::start(),
     ];
-    let cfg = config(&[&servers[0], &servers[1], &servers[2]]);
-    let holder = Client::new(cfg.clone(), None).expect("valid config");
-    let waiters = Client::new(cfg, None).expect("valid config");
-    let held = holder
-        .acquire(vec!["r".into()], &opts(10_000), CancellationToken::new())
-        .await
-        .expect("acquired");
+    let (holder, waiters, held) =
+        held_by_another(&[&servers[0], &servers[1], &servers[2]], "r", 10_000).await;
     let mut tasks = Vec::new();
     for i in 0..2u64 {
-        let w = waiters.clone();
-        tasks.push(tokio::spawn(async move {
-            w.acquire(vec!["r".into()], &patient(10_000), CancellationToken::new())
-                .await
-        }));
-        let stats = waiters.clone();
-        eventually(ms(5_000), "the waiter to queue up", || async {
-            stats.stats().contended == i + 1
-        })
-        .await;
+        tasks.push(waiter(&waiters, "r", i + 1, CancellationToken::new()).await);
     }
     for s in &servers {
         eventually(ms(5_000), "every node has the subscription", || async {
-            let channels: Vec<String> = s
-                .query(redis::cmd("PUBSUB").arg("CHANNELS").arg("__lockdog:*"))
-                .await;
-            channels.len() == 1
+            channels(s).await == 1
         })
         .await;
     }
@@ -186,19 +186,9 @@ async fn redlock_each_node_announces_the_release_and_the_waiters_go_in_turn() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_notice_connection_comes_back_subscribed() {
     let server = RedisServer::start();
-    let cfg = config(&[&server]);
-    let holder = Client::new(cfg.clone(), None).expect("valid config");
-    let waiter = Client::new(cfg, None).expect("valid config");
-    let held = holder
-        .acquire(vec!["k".into()], &opts(10_000), CancellationToken::new())
-        .await
-        .expect("acquired");
-    let w = waiter.clone();
-    let waiting = tokio::spawn(async move {
-        w.acquire(vec!["k".into()], &patient(10_000), CancellationToken::new())
-            .await
-    });
-    let channel = format!("__lockdog:released:{}k", waiter.config().key_prefix);
+    let (holder, waiters, held) = held_by_another(&[&server], "k", 10_000).await;
+    let waiting = waiter(&waiters, "k", 1, CancellationToken::new()).await;
+    let channel = format!("__lockdog:released:{}k", waiters.config().key_prefix);
     let subscribers = || async {
         let reply: Vec<redis::Value> = server
             .query(redis::cmd("PUBSUB").arg("NUMSUB").arg(&channel))
@@ -225,10 +215,10 @@ async fn a_killed_notice_connection_comes_back_subscribed() {
         .await
         .expect("task")
         .expect("acquired");
-    assert_eq!(waiter.stats().woken, 1);
+    assert_eq!(waiters.stats().woken, 1);
     assert!(lock.release().await.expect("released"));
     holder.close().await;
-    waiter.close().await;
+    waiters.close().await;
 }
 
 /// A holder that dies releases nothing: the waiter retries right after the
@@ -269,32 +259,20 @@ async fn an_abort_is_not_held_up_by_a_subscription_to_a_stalled_node() {
         RedisServer::start(),
         RedisServer::start(),
     ];
-    let cfg = config(&[&servers[0], &servers[1], &servers[2]]);
-    let holder = Client::new(cfg.clone(), None).expect("valid config");
-    let waiter = Client::new(cfg, None).expect("valid config");
-    let held = holder
-        .acquire(vec!["s".into()], &opts(20_000), CancellationToken::new())
-        .await
-        .expect("acquired");
+    let (holder, waiters, held) =
+        held_by_another(&[&servers[0], &servers[1], &servers[2]], "s", 20_000).await;
     servers[2].pause();
     let cancel = CancellationToken::new();
-    let w = waiter.clone();
-    let c = cancel.clone();
-    let waiting =
-        tokio::spawn(async move { w.acquire(vec!["s".into()], &patient(20_000), c).await });
-    eventually(ms(5_000), "the waiter found the lock held", || async {
-        waiter.stats().contended == 1
-    })
-    .await;
+    let waiting = waiter(&waiters, "s", 1, cancel.clone()).await;
     cancel.cancel();
     let err = within(ms(1_000), "the abort", waiting)
         .await
         .expect("task")
         .err()
         .expect("aborted");
-    assert_eq!(err.code, lockdog::core::ErrorCode::Aborted, "{err}");
+    assert_eq!(err.code, ErrorCode::Aborted, "{err}");
     servers[2].resume();
     assert!(held.release().await.expect("released"));
     holder.close().await;
-    waiter.close().await;
+    waiters.close().await;
 }

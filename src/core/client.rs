@@ -1151,7 +1151,7 @@ impl Lock {
             ttl_ms: ttl.as_millis() as u64,
         }];
         let timeout = inner.cfg.node_timeout_for(ttl);
-        let answers: Vec<NodeAnswer> = match (state.wait_replicas(), inner.nodes.as_slice()) {
+        let answers: Vec<NodeAnswer> = match (state.wait_replicas, inner.nodes.as_slice()) {
             (Some(acked), [node]) => {
                 let (answer, replicas) = node.extend_acked(&renewal[0], timeout, acked).await;
                 state.set_replicas(replicas);

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use crate::core::error::LockError;
+use crate::core::waiters::wait_until;
 
 static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
 
@@ -45,7 +46,8 @@ pub struct LockState {
     pub auto_renew: bool,
     /// The fencing token, when the client hands them out.
     pub fence: Option<i64>,
-    wait_replicas: Option<(u32, u32)>,
+    /// `waitReplicas`: (replicas, timeout) for each manual extension.
+    pub wait_replicas: Option<(u32, Duration)>,
     /// Replicas that acknowledged the last acquisition or extension; u32::MAX: unknown.
     replicas: std::sync::atomic::AtomicU32,
     ttl_ms: AtomicU64,
@@ -96,9 +98,7 @@ impl LockState {
             hold_until: n.hold_until,
             auto_renew: n.auto_renew,
             fence: n.fence,
-            wait_replicas: n
-                .wait_replicas
-                .map(|(r, t)| (r, u32::try_from(t.as_millis()).unwrap_or(u32::MAX))),
+            wait_replicas: n.wait_replicas,
             replicas: std::sync::atomic::AtomicU32::new(u32::MAX),
             ttl_ms: AtomicU64::new(n.ttl.as_millis() as u64),
             renew_every_ms: AtomicU64::new(n.renew_every.as_millis() as u64),
@@ -160,12 +160,6 @@ impl LockState {
     /// A new lease replaces the old one (manual extend).
     pub fn next_generation(&self) {
         self.generation.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// `waitReplicas` as (replicas, timeout), when set.
-    pub fn wait_replicas(&self) -> Option<(u32, Duration)> {
-        self.wait_replicas
-            .map(|(r, t)| (r, Duration::from_millis(u64::from(t))))
     }
 
     pub fn replicas(&self) -> Option<u32> {
@@ -255,15 +249,7 @@ impl LockState {
 
     /// Completes when the lock is released or lost.
     pub async fn ended(&self) {
-        loop {
-            let woken = self.ended_wake.notified();
-            tokio::pin!(woken);
-            woken.as_mut().enable();
-            if self.ended_flag.load(Ordering::Acquire) {
-                return;
-            }
-            woken.await;
-        }
+        wait_until(&self.ended_wake, || self.ended_flag.load(Ordering::Acquire)).await
     }
 }
 

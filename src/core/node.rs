@@ -198,10 +198,10 @@ impl Node {
         }
     }
 
-    /// A free connection for replica-acknowledged writes (opened on first use).
+    /// A free connection for replica-acknowledged writes (opened on first use,
+    /// within the connect timeout).
     async fn acked_slot(
         &self,
-        timeout: Duration,
     ) -> Result<
         (
             tokio::sync::MutexGuard<'_, Option<ConnectionManager>>,
@@ -224,8 +224,11 @@ impl Node {
         if slot.is_none() {
             // WAIT may block for its whole timeout: the reply deadline is ours.
             let config = config.clone().set_response_timeout(None);
-            match tokio::time::timeout(timeout, client.get_connection_manager_with_config(config))
-                .await
+            match tokio::time::timeout(
+                self.connect_timeout,
+                client.get_connection_manager_with_config(config),
+            )
+            .await
             {
                 Ok(Ok(con)) => *slot = Some(con),
                 Ok(Err(e)) => return Err(fault(&e)),
@@ -251,10 +254,7 @@ impl Node {
         timeout: Duration,
         (replicas, wait): (u32, Duration),
     ) -> (NodeAnswer, i64, Option<u32>) {
-        let (_slot, mut con) = match self
-            .acked_slot(self.connect_timeout.min(timeout.max(wait)))
-            .await
-        {
+        let (_slot, mut con) = match self.acked_slot().await {
             Ok(got) => got,
             Err(answer) => return (answer, 0, None),
         };
@@ -275,23 +275,16 @@ impl Node {
         timeout: Duration,
         (replicas, wait): (u32, Duration),
     ) -> (NodeAnswer, Option<u32>) {
-        let (_slot, mut con) = match self
-            .acked_slot(self.connect_timeout.min(timeout.max(wait)))
-            .await
-        {
+        let (_slot, mut con) = match self.acked_slot().await {
             Ok(got) => got,
             Err(answer) => return (answer, None),
         };
-        let hash = scripts::EXTEND.get_hash();
         let batch = std::slice::from_ref(renewal);
-        let mut answers = self.extend_pipeline(&mut con, batch, hash, timeout).await;
-        if answers.iter().any(is_noscript) {
-            if let Err(answer) = bounded(timeout, load_extend(&mut con)).await {
-                return (answer, None);
-            }
-            answers = self.extend_pipeline(&mut con, batch, hash, timeout).await;
-        }
-        let answer = answers.pop().unwrap_or(NodeAnswer::Timeout);
+        let answer = self
+            .extend_on(&mut con, batch, timeout)
+            .await
+            .pop()
+            .unwrap_or(NodeAnswer::Timeout);
         if answer != NodeAnswer::Ok {
             return (answer, None);
         }
@@ -559,21 +552,30 @@ impl Node {
 
     /// Renews many locks in one pipelined round trip; one answer per renewal.
     pub async fn extend_batch(&self, batch: &[Renewal<'_>], timeout: Duration) -> Vec<NodeAnswer> {
-        let mut con = match self.connection_within(timeout).await {
-            Ok(con) => con,
-            Err(answer) => return vec![answer; batch.len()],
-        };
-        let hash = scripts::EXTEND.get_hash();
-        let mut answers = self.extend_pipeline(&mut con, batch, hash, timeout).await;
-        if answers.iter().any(is_noscript) {
-            // The node lost its script cache (SCRIPT FLUSH or a restart): nothing ran
-            // for those entries, so loading the script and sending them again is safe.
-            if let Err(answer) = bounded(timeout, load_extend(&mut con)).await {
-                return vec![answer; batch.len()];
-            }
-            answers = self.extend_pipeline(&mut con, batch, hash, timeout).await;
+        match self.connection_within(timeout).await {
+            Ok(mut con) => self.extend_on(&mut con, batch, timeout).await,
+            Err(answer) => vec![answer; batch.len()],
         }
-        answers
+    }
+
+    /// [`Node::extend_batch`] on a given connection.
+    async fn extend_on(
+        &self,
+        con: &mut Connection,
+        batch: &[Renewal<'_>],
+        timeout: Duration,
+    ) -> Vec<NodeAnswer> {
+        let hash = scripts::EXTEND.get_hash();
+        let answers = self.extend_pipeline(con, batch, hash, timeout).await;
+        if !answers.iter().any(is_noscript) {
+            return answers;
+        }
+        // The node lost its script cache (SCRIPT FLUSH or a restart): nothing ran
+        // for those entries, so loading the script and sending them again is safe.
+        if let Err(answer) = bounded(timeout, load_extend(con)).await {
+            return vec![answer; batch.len()];
+        }
+        self.extend_pipeline(con, batch, hash, timeout).await
     }
 
     /// Renews one lock on its own (a cluster routes it by its first key), with

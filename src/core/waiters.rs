@@ -19,6 +19,21 @@ pub fn channel(key: &str) -> String {
     format!("{CHANNEL_PREFIX}{key}")
 }
 
+/// Completes once `ready()` is true, checking it again at every wake-up of
+/// `notify` (`notify_waiters`); registered before each check, so a wake-up
+/// between the check and the wait is never missed.
+pub async fn wait_until(notify: &Notify, mut ready: impl FnMut() -> bool) {
+    loop {
+        let woken = notify.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        if ready() {
+            return;
+        }
+        woken.await;
+    }
+}
+
 /// One waiting caller.
 pub struct Slot {
     id: u64,
@@ -31,15 +46,7 @@ impl Slot {
     /// Completes when a release notice reaches this waiter (at once if one
     /// already did and was not consumed).
     pub async fn woken(&self) {
-        loop {
-            let notified = self.notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.woken.swap(false, Ordering::AcqRel) {
-                return;
-            }
-            notified.await;
-        }
+        wait_until(&self.notify, || self.woken.swap(false, Ordering::AcqRel)).await
     }
 
     /// Consumes a pending notice, if any (the caller is about to try anyway).
