@@ -189,7 +189,7 @@ test('a held lock: -n fails at once, --wait gives up after its time, both with 7
     assert.match(nb.stderr, /lockdog: lock "busy" is held by another owner \(\d+ ms left on its lease\); not waiting/)
     assert.ok(nb.ms < 3000, `-n took ${nb.ms} ms`)
 
-    const w = await cli(['exec', '--wait', '400', '-k', 'busy', '--', 'touch', ran]).exited
+    const w = await cli(['exec', '--wait', '400ms', '-k', 'busy', '--', 'touch', ran]).exited
     assert.equal(w.code, 75, w.stderr)
     assert.match(w.stderr, /gave up waiting for lock "busy" after 400 ms/)
     assert.ok(w.ms >= 400, `--wait 400 returned after ${w.ms} ms`)
@@ -212,7 +212,7 @@ test('without --wait, exec waits for the holder and then runs', async () => {
   const markerB = file('b')
   const a = cli(['exec', '-k', 'queue', '--', ...holdArgs(markerA)])
   await a.line((l) => l.ready)
-  const b = cli(['exec', '-v', '--retry-delay', '20', '-k', 'queue', '--', ...holdArgs(markerB)])
+  const b = cli(['exec', '-v', '--retry-delay', '20ms', '-k', 'queue', '--', ...holdArgs(markerB)])
   await waitFor(() => b.stderr.includes('waiting for lock "queue"'), { what: 'b to report waiting' })
   // b is waiting, not running, while a runs; probe a few times.
   for (let i = 0; i < 5; i++) {
@@ -235,7 +235,7 @@ test('without --wait, exec waits for the holder and then runs', async () => {
 test('mutual exclusion: concurrent execs appending to one file never overlap', async () => {
   const log = file('log')
   const runs = Array.from({ length: 6 }, (_, i) =>
-    cli(['exec', '--retry-delay', '10', '-k', 'mutex', '--', NODE, CHILD, 'append', log, `w${i}`, '40']))
+    cli(['exec', '--retry-delay', '10ms', '-k', 'mutex', '--', NODE, CHILD, 'append', log, `w${i}`, '40']))
   const results = await Promise.all(runs.map((r) => r.exited))
   for (const r of results) assert.equal(r.code, 0, r.stderr)
   const lines = fs.readFileSync(log, 'utf8').trim().split('\n').map((l) => l.split(' '))
@@ -313,7 +313,7 @@ test('Ctrl-C on a terminal reaches the command once, not twice', { skip: !haveSc
 })
 
 test('Redis unresponsive past the TTL: the lock counts as lost, the command gets SIGTERM', async () => {
-  const run = cli(['exec', '--ttl', '600', '--command-timeout', '200', '-k', 'paused', '--', ...holdArgs(file('never'), '--trap', 'SIGTERM:0')])
+  const run = cli(['exec', '--ttl', '600ms', '--command-timeout', '200ms', '-k', 'paused', '--', ...holdArgs(file('never'), '--trap', 'SIGTERM:0')])
   await run.line((l) => l.ready)
   server.pause()
   let r
@@ -347,9 +347,9 @@ test('SIGTERM while waiting for the lock: exits 128+15 at once, never runs the c
 })
 
 test('a command outlasting the TTL keeps the lock: the watchdog renews it', async () => {
-  const ttl = 300
+  const ttl = 600
   const marker = file('marker')
-  const run = cli(['exec', '--ttl', String(ttl), '-k', 'long', '--', ...holdArgs(marker)])
+  const run = cli(['exec', '--ttl', `${ttl}ms`, '-k', 'long', '--', ...holdArgs(marker)])
   await run.line((l) => l.ready)
   const token = await redis.get('long')
   assert.ok(token)
@@ -392,7 +392,7 @@ test('release refuses without --force; with --force it deletes the key and the h
 })
 
 test('lock lost while the command runs: SIGTERM to the command, exit 79', async () => {
-  const run = cli(['exec', '--ttl', '600', '-k', 'lost', '--', ...holdArgs(file('never'), '--trap', 'SIGTERM:0')])
+  const run = cli(['exec', '--ttl', '600ms', '-k', 'lost', '--', ...holdArgs(file('never'), '--trap', 'SIGTERM:0')])
   await run.line((l) => l.ready)
   const t0 = performance.now()
   assert.equal(await redis.del('lost'), 1)
@@ -408,7 +408,7 @@ test('lock lost while the command runs: SIGTERM to the command, exit 79', async 
 
 test('lock lost: --on-lost=kill, --kill-after, --on-lost=ignore, --lost-exit-code', async () => {
   // kill: SIGKILL right away, even to a command that ignores SIGTERM.
-  let run = cli(['exec', '--ttl', '600', '--on-lost', 'kill', '-k', 'lost2', '--', ...holdArgs(file('never'), '--ignore', 'SIGTERM')])
+  let run = cli(['exec', '--ttl', '600ms', '--on-lost', 'kill', '-k', 'lost2', '--', ...holdArgs(file('never'), '--ignore', 'SIGTERM')])
   await run.line((l) => l.ready)
   await redis.del('lost2')
   let r = await run.exited
@@ -417,7 +417,7 @@ test('lock lost: --on-lost=kill, --kill-after, --on-lost=ignore, --lost-exit-cod
   assert.match(r.stderr, /was killed by SIGKILL/)
 
   // term + --kill-after: SIGTERM is ignored, SIGKILL follows.
-  run = cli(['exec', '--ttl', '600', '--kill-after', '200', '--lost-exit-code', '9', '-k', 'lost2', '--', ...holdArgs(file('never'), '--ignore', 'SIGTERM')])
+  run = cli(['exec', '--ttl', '600ms', '--kill-after', '0.2', '--lost-exit-code', '9', '-k', 'lost2', '--', ...holdArgs(file('never'), '--ignore', 'SIGTERM')])
   await run.line((l) => l.ready)
   await redis.del('lost2')
   r = await run.exited
@@ -427,7 +427,7 @@ test('lock lost: --on-lost=kill, --kill-after, --on-lost=ignore, --lost-exit-cod
 
   // ignore: the command runs on to its end; the exit status still says the lock was lost.
   const marker = file('marker')
-  run = cli(['exec', '--ttl', '600', '--on-lost=ignore', '-k', 'lost2', '--', ...holdArgs(marker)])
+  run = cli(['exec', '--ttl', '600ms', '--on-lost=ignore', '-k', 'lost2', '--', ...holdArgs(marker)])
   await run.line((l) => l.ready)
   await redis.del('lost2')
   await waitFor(() => run.stderr.includes('runs on WITHOUT the lock'), { what: 'the loss to be reported' })
@@ -441,7 +441,7 @@ test('lock lost: --on-lost=kill, --kill-after, --on-lost=ignore, --lost-exit-cod
 test('a key deleted just before the command ends is reported as lost too (release found it gone)', async () => {
   // A long ttl: the watchdog's next renewal is 10 s away, so only the release can tell.
   const marker = file('marker')
-  const run = cli(['exec', '--ttl', '30000', '-k', 'gone', '--', ...holdArgs(marker)])
+  const run = cli(['exec', '--ttl', '30', '-k', 'gone', '--', ...holdArgs(marker)])
   await run.line((l) => l.ready)
   await redis.del('gone')
   fs.writeFileSync(marker, '')
@@ -468,7 +468,12 @@ test('bad usage exits 64 with a helpful message', async () => {
     [['exec', '--', 'true'], /exec: missing the lock key \(--key KEY\)/],
     [['exec', '-k', 'u'], /exec: missing the command to run/],
     [['exec', '-k', 'u', '--ttl', 'soon', 'true'], /--ttl: 'soon' is not a duration/],
-    [['exec', '-k', 'u', '--ttl', '0', 'true'], /--ttl: 0 ms is out of range/],
+    [['exec', '-k', 'u', '--ttl', '0', 'true'], /--ttl: 0 is too short \(at least 500 ms/],
+    [['exec', '-k', 'u', '--ttl', '3ms', 'true'], /--ttl: 3ms is too short \(at least 500 ms: a shorter lease cannot be renewed in time\)/],
+    [['exec', '-k', 'u', '--ttl', '5', 's', '--', 'true'], /--ttl 5 s: write the unit without a space \(5s\)/],
+    [['exec', '-k', 'u', '--ttl', '5', 's', 'true'], /--ttl 5 s: write the unit without a space/],
+    [['exec', 'u', '-k', 'v', '--', 'true'], /unexpected operand 'u' before '--'/],
+    [['status', '--connect-timeout', '2', 's', 'u'], /--connect-timeout 2 s: write the unit without a space/],
     [['exec', '-k', 'u', '--bogus', 'true'], /unknown option '--bogus'/],
     [['exec', '-k', 'u', '-z', 'true'], /unknown option '-z'/],
     [['exec', '-k', 'u', '--wait'], /option '--wait' needs a value/],
@@ -477,7 +482,7 @@ test('bad usage exits 64 with a helpful message', async () => {
     [['exec', '-k', 'u', '-c', 'true', 'true'], /either -c STRING or COMMAND/],
     [['exec', '-k', 'u', '-E', '300', 'true'], /not an exit status/],
     [['status'], /status: missing the lock key/],
-    [['status', 'u', '--force'], /option '--force' does not apply to 'status'/],
+    [['status', 'u', '--force'], /status: unknown option '--force'/],
     [['release', '--force'], /release: missing the lock key/],
     [['status', '--url', 'redis://127.0.0.1:1', '--nodes', 'redis://127.0.0.1:2', 'u'], /--url or --nodes, not both/],
     [['exec', '--url', 'http://user:hunter2@example:6379', '-k', 'u', 'true'], /--url: .*redis:\/\//],
@@ -489,7 +494,7 @@ test('bad usage exits 64 with a helpful message', async () => {
     const r = await cli(args).exited
     assert.equal(r.code, 64, `${args.join(' ')}: ${r.stderr}`)
     assert.match(r.stderr, message, args.join(' '))
-    assert.match(r.stderr, /Try 'lockdog --help'/)
+    assert.match(r.stderr, /Try 'lockdog (exec |status |release )?--help'/)
     assert.ok(!r.stderr.includes('hunter2'), 'no password echoed')
     assert.equal(r.stdout, '')
   }
@@ -599,10 +604,10 @@ test('TLS: rediss:// with --tls-ca, client certificates with --tls-cert/--tls-ke
     const url = `rediss://127.0.0.1:${tlsPort}`
     const ok = await cli(['exec', '--url', url, '--tls-ca', f('ca.crt'), '-k', 'tls', '--', 'sh', '-c', 'exit 0']).exited
     assert.equal(ok.code, 0, ok.stderr)
-    const untrusted = await cli(['status', '--url', url, '--connect-timeout', '1000', 'tls']).exited
+    const untrusted = await cli(['status', '--url', url, '--connect-timeout', '1s', 'tls']).exited
     assert.equal(untrusted.code, 69, untrusted.stderr)
     const murl = `rediss://127.0.0.1:${mtlsPort}`
-    const noCert = await cli(['status', '--url', murl, '--tls-ca', f('ca.crt'), '--connect-timeout', '1000', 'tls']).exited
+    const noCert = await cli(['status', '--url', murl, '--tls-ca', f('ca.crt'), '--connect-timeout', '1s', 'tls']).exited
     assert.equal(noCert.code, 69, noCert.stderr)
     const withCert = await cli(['status', '--json', '--url', murl, '--tls-ca', f('ca.crt'), '--tls-cert', f('client.crt'), '--tls-key', f('client.key'), 'tls']).exited
     assert.equal(withCert.code, 0, withCert.stderr)
@@ -612,3 +617,92 @@ test('TLS: rediss:// with --tls-ca, client certificates with --tls-cert/--tls-ke
     await mutual.stop()
   }
 })
+
+test('durations: a bare number is seconds (fractions allowed), units ms/s/m/h', async () => {
+  const marker = file('marker')
+  const run = cli(['exec', '--ttl', '2.5', '-k', 'units', '--', ...holdArgs(marker)])
+  await run.line((l) => l.ready)
+  const pttl = await redis.pttl('units')
+  assert.ok(pttl > 1500 && pttl <= 2500, `--ttl 2.5 is 2.5 s: pttl ${pttl}`)
+  fs.writeFileSync(marker, '')
+  assert.equal((await run.exited).code, 0)
+
+  const holder = new LockClient({ url: server.url })
+  const lock = await holder.acquire('units:busy')
+  try {
+    const w = await cli(['exec', '-w', '0.4', '-k', 'units:busy', '--', 'true']).exited
+    assert.equal(w.code, 75, w.stderr)
+    assert.ok(w.ms >= 400, `-w 0.4 is 400 ms: gave up after ${Math.round(w.ms)} ms`)
+    assert.match(w.stderr, /after 400 ms/)
+  } finally {
+    await lock.release()
+    await holder.close()
+  }
+})
+
+test('a lease too short to use exits 78, not 75 (nobody else holds the key)', async () => {
+  const { FaultProxy } = require('./faults/proxy')
+  const proxy = await new FaultProxy(server.port).start()
+  try {
+    proxy.setLatency(650, 'down')
+    const ran = file('ran')
+    const r = await cli(['exec', '--ttl', '500ms', '--url', proxy.url, '-k', 'short:lease', '--', 'touch', ran]).exited
+    assert.equal(r.code, 78, r.stderr)
+    assert.match(r.stderr, /lease is too short to use/)
+    assert.equal(fs.existsSync(ran), false, 'the command never ran')
+  } finally {
+    await proxy.close()
+  }
+  await waitFor(async () => (await redis.exists('short:lease')) === 0, { what: 'the late key to expire' })
+})
+
+test('help: per command, every line under 80 columns', async () => {
+  for (const args of [['--help'], ['exec', '--help'], ['status', '-h'], ['release', '--help'], ['help']]) {
+    const r = await cli(args).exited
+    assert.equal(r.code, 0, r.stderr)
+    for (const line of r.stdout.split('\n')) assert.ok(line.length < 80, `${args.join(' ')}: ${line.length} columns: ${line}`)
+  }
+  const exec = (await cli(['exec', '--help']).exited).stdout
+  for (const word of ['--ttl', '--wait', '--on-lost', '--url', 'seconds', '78', '75']) assert.ok(exec.includes(word), `exec help mentions ${word}`)
+  assert.ok(!exec.includes('--force'), 'exec help is about exec')
+  const status = (await cli(['status', '--help']).exited).stdout
+  assert.ok(status.includes('--json') && !status.includes('--ttl'), status)
+})
+
+/** Runs `lockdog ...args` on a pseudo-terminal, as the terminal's foreground job. */
+function onTerminal(args) {
+  const line = [NODE, BIN, ...args].map((a) => `'${a}'`).join(' ')
+  // `exec`: no shell stays in between (dash would itself die of a ^C).
+  const term = spawn('script', ['-q', '-e', '-c', `exec ${line}`, '/dev/null'], {
+    env: { ...process.env, REDIS_URL: server.url },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  })
+  const run = { term, out: '' }
+  term.stdout.on('data', (d) => { run.out += d })
+  run.exited = new Promise((resolve) => term.on('close', (code) => resolve(code)))
+  run.cliPid = async () => {
+    const ready = await waitFor(() => /\{"ready":true,"pid":(\d+)/.exec(run.out), { what: 'the command on the pty' })
+    const stat = fs.readFileSync(`/proc/${ready[1]}/stat`, 'utf8')
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+  }
+  return run
+}
+
+test('on a terminal, signals sent to the CLI by PID reach the command (SIGINT, SIGQUIT, SIGHUP, SIGTERM)', { skip: !haveScript && 'needs script(1) for a pty' }, async () => {
+  for (const [sig, code] of [['SIGINT', 43], ['SIGQUIT', 46], ['SIGHUP', 44], ['SIGTERM', 42]]) {
+    const run = onTerminal(['exec', '-k', 'tty:pid', '--', ...holdArgs(file('never'), '--trap', `${sig}:${code}`)])
+    try {
+      process.kill(await run.cliPid(), sig)
+      assert.equal(await within(run.exited, 10000), code, `${sig}: ${run.out}`)
+      assert.equal(run.out.match(new RegExp(`\\{"signal":"${sig}"\\}`, 'g')).length, 1, run.out)
+      assert.equal(await redis.exists('tty:pid'), 0)
+    } finally {
+      if (run.term.exitCode === null) run.term.kill('SIGKILL')
+    }
+  }
+})
+
+function within(p, ms) {
+  let timer
+  return Promise.race([p, new Promise((resolve) => { timer = setTimeout(() => resolve('timed out'), ms) })]).finally(() => clearTimeout(timer))
+}

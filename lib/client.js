@@ -3,8 +3,10 @@
 const { EventEmitter } = require('node:events')
 const diagnostics = require('node:diagnostics_channel')
 const { NativeClient, CancelHandle } = require('../binding.js')
-const { LockError, fromNative, invalidType } = require('./errors')
+const { LockError, fromNative, invalidType, outOfRange } = require('./errors')
 const { keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, CLIENT } = require('./validate')
+
+const CLOSE = { graceful: 'number' }
 
 const kLock = Symbol('lockdog.lock')
 
@@ -27,20 +29,27 @@ function nativeLoss(native) {
   return json ? fromNative(new Error(`lockdog:${json}`)) : null
 }
 
+const kReport = Symbol('lockdog.reportLoss')
+const kForget = Symbol('lockdog.forget')
+const kEnd = Symbol('lockdog.end')
+
 /** A held lock. Created by `LockClient#acquire`; renewed natively until released. */
 class Lock {
   #native
   #controller = null
   #onLost
   #loss = null
-
-  #live
+  /** The client: a lock that can still be reached keeps its client (and so its loss events) alive. */
+  #client
   #delivered = false
+  #releaseCalled = false
+  /** The ERR_LOCK_CLOSED error when `close()` ended the lock while it was held. */
+  #closedBy = null
 
-  constructor(native, onLost, live) {
+  constructor(native, onLost, client) {
     this.#native = native
     this.#onLost = onLost
-    this.#live = live
+    this.#client = client
   }
 
   /** The lock's first key (without the client's keyPrefix). */
@@ -63,8 +72,9 @@ class Lock {
   get held() {
     return this.#native.held
   }
-  /** 'held', 'released' or 'lost'. */
+  /** 'held', 'released' or 'lost' (also when a release found the key gone or another owner's). */
   get status() {
+    if (this.#loss) return 'lost'
     const s = this.#native.status
     return s === 'held' && !this.#native.held ? 'lost' : s
   }
@@ -88,21 +98,23 @@ class Lock {
   get lossError() {
     if (this.#loss) return this.#loss
     if (this.#native.status === 'lost') this.#loss = nativeLoss(this.#native)
-    else if (this.#native.status === 'held' && !this.#native.held) {
-      return new LockError('ERR_LOCK_LOST', `lock "${this.key}" was lost: its validity ran out`, { key: this.key })
-    }
+    else if (this.#native.status === 'held' && !this.#native.held) return this.#expired()
     return this.#loss
   }
 
-  /** Aborts with a `LockError` (code ERR_LOCK_LOST) when the lock is lost. */
+  #expired() {
+    return new LockError('ERR_LOCK_LOST', `lock "${this.key}" was lost: its validity ran out`, { key: this.key })
+  }
+
+  /** Aborts with a `LockError` (code ERR_LOCK_LOST, or ERR_LOCK_CLOSED) when the lock is lost or its client closed. */
   get signal() {
     if (!this.#controller) {
       this.#controller = new AbortController()
       // Whoever holds the signal keeps the lock reachable, so it is not
       // collected (and its renewal stopped) while work still listens to it.
       this.#controller.signal[kLock] = this
-      const loss = this.#native.status === 'lost' ? this.lossError : null
-      if (loss) this.#controller.abort(loss)
+      const ended = this.#closedBy || (this.#native.status === 'lost' ? this.lossError : null) || this.#loss
+      if (ended) this.#controller.abort(ended)
     }
     return this.#controller.signal
   }
@@ -125,16 +137,29 @@ class Lock {
 
   /**
    * Releases the lock (the watchdog stops first). Resolves true if it was ours
-   * and is gone now, false if it was already released, lost or taken over.
+   * and is gone now, false if it was not: already released, or lost. A release
+   * that finds the key gone or held by another owner is a loss: it is reported
+   * like one found by a renewal (the signal aborts, `onLost` runs, the client
+   * emits 'lost') and `withLock` rejects with ERR_LOCK_LOST.
    */
   release() {
     this.#deliverLoss()
+    // Only the first release of a lock still held can discover a loss.
+    const expired = this.#native.status === 'held' && !this.#native.held ? this.#expired() : null
+    const discovers = !this.#releaseCalled && !this.#closedBy && this.#native.status === 'held'
+    this.#releaseCalled = true
     // Released: no loss event needs to find this lock any more.
-    this.#live.delete(this.#native.id)
+    this.#client[kForget](this.#native.id)
     const released = this.#native.release().then(
       (ok) => {
-        // Lost natively just before the release? Its event may still be queued.
-        if (!ok) this.#deliverLoss()
+        if (!ok) {
+          // Lost natively just before the release? Its event may still be queued.
+          this.#deliverLoss()
+          if (discovers && !this.#delivered) {
+            const err = expired || new LockError('ERR_LOCK_LOST', `lock "${this.key}" was lost: on release its key was gone or held by another owner`, { key: this.key })
+            this.#client[kReport](err, this)
+          }
+        }
         return ok
       },
       (e) => {
@@ -157,11 +182,27 @@ class Lock {
     await this.release()
   }
 
-  /** @internal called by the client when the native watchdog reports a loss. */
+  /** @internal the error that ended the lock before its holder released it (loss or close), or null. */
+  [kEnd]() {
+    return this.#closedBy || this.#loss
+  }
+
+  /** @internal called by the client when `close()` ends this lock while it is held. */
+  _closed(err) {
+    if (this.#delivered || this.#releaseCalled || this.#native.status !== 'held') return
+    this.#closedBy = err
+    this.#end(err)
+  }
+
+  /** @internal called by the client when a loss of this lock is reported. */
   _lost(err) {
     if (this.#delivered) return
-    this.#delivered = true
     this.#loss = err
+    this.#end(err)
+  }
+
+  #end(err) {
+    this.#delivered = true
     if (this.#controller && !this.#controller.signal.aborted) this.#controller.abort(err)
     if (this.#onLost) {
       try {
@@ -169,6 +210,31 @@ class Lock {
       } catch (e) {
         rethrowLater(e)
       }
+    }
+  }
+}
+
+/** One 'abort' listener per AbortSignal, however many acquires share it. */
+const signalLinks = new WeakMap()
+
+function linkSignal(signal, cancel) {
+  let link = signalLinks.get(signal)
+  if (!link) {
+    const handles = new Set()
+    const onAbort = () => {
+      signalLinks.delete(signal)
+      for (const h of handles) h.cancel()
+    }
+    link = { handles, onAbort }
+    signalLinks.set(signal, link)
+    signal.addEventListener('abort', onAbort, { once: true })
+  }
+  link.handles.add(cancel)
+  return () => {
+    link.handles.delete(cancel)
+    if (link.handles.size === 0 && signalLinks.get(signal) === link) {
+      signalLinks.delete(signal)
+      signal.removeEventListener('abort', link.onAbort)
     }
   }
 }
@@ -184,10 +250,26 @@ class LockClient extends EventEmitter {
   #live = new Map()
   /** Size at which #live is next swept of collected locks (cheaper per lock than a FinalizationRegistry). */
   #sweepAt = 1024
+  /** Running withLock calls, for close({ graceful }). */
+  #running = new Set()
+  /** The promise of the first close() call; set as soon as it is called. */
+  #closing = null
 
   #sweep() {
     for (const [id, ref] of this.#live) if (ref.deref() === undefined) this.#live.delete(id)
     this.#sweepAt = Math.max(1024, 2 * this.#live.size)
+  }
+
+  /**
+   * The native event callback. It holds the client only weakly: the callback
+   * is rooted by the native thread-safe function, and a strong reference
+   * would keep every client (and its native side) alive forever.
+   */
+  static #sink(ref) {
+    return (kind, id, payload) => {
+      const client = ref.deref()
+      if (client) client.#onEvent(kind, id, payload)
+    }
   }
 
   constructor(options) {
@@ -195,7 +277,7 @@ class LockClient extends EventEmitter {
     const opts = pick(options, CLIENT)
     if (opts.tls !== undefined) opts.tls = tlsOption(opts.tls)
     try {
-      this.#native = new NativeClient(opts, (kind, id, payload) => this.#onEvent(kind, id, payload))
+      this.#native = new NativeClient(opts, LockClient.#sink(new WeakRef(this)))
     } catch (e) {
       throw fromNative(e)
     }
@@ -217,10 +299,7 @@ class LockClient extends EventEmitter {
         const err = fromNative(new Error(`lockdog:${payload}`))
         const ref = this.#live.get(id)
         this.#live.delete(id)
-        const lock = ref && ref.deref()
-        if (lock) lock._lost(err)
-        if (channels.lost.hasSubscribers) channels.lost.publish({ key: err.key, error: err, lock })
-        if (this.listenerCount('lost') > 0) this.emit('lost', err, lock)
+        this.#reportLoss(err, ref && ref.deref())
       } else if (kind === 'renewed') {
         if (channels.renew.hasSubscribers) channels.renew.publish({ client: this, count: id })
       } else if (kind === 'error' && this.listenerCount('error') > 0) {
@@ -233,6 +312,27 @@ class LockClient extends EventEmitter {
     }
   }
 
+  /** Every loss, whoever found it (a renewal, or a release): signal, onLost, 'lost'. */
+  #reportLoss(err, lock) {
+    if (lock) lock._lost(err)
+    if (channels.lost.hasSubscribers) channels.lost.publish({ key: err.key, error: err, lock })
+    if (this.listenerCount('lost') > 0) this.emit('lost', err, lock)
+  }
+
+  /** @internal a release found the key gone or another owner's. */
+  [kReport](err, lock) {
+    try {
+      this.#reportLoss(err, lock)
+    } catch (e) {
+      rethrowLater(e)
+    }
+  }
+
+  /** @internal the lock was released: no loss event needs to find it. */
+  [kForget](id) {
+    this.#live.delete(id)
+  }
+
   /** `host:port` of each node; one `cluster host:port,…` entry for a Redis Cluster. */
   get nodes() {
     return this.#native.nodes
@@ -240,7 +340,7 @@ class LockClient extends EventEmitter {
 
   /** True once `close()` was called. */
   get closed() {
-    return this.#native.closed
+    return this.#closing !== null || this.#native.closed
   }
 
   /** Counters since the client was created. */
@@ -253,8 +353,8 @@ class LockClient extends EventEmitter {
    * holder (masked token), fence }`.
    */
   inspect(key) {
-    keyList(key)
     if (typeof key !== 'string') throw invalidType('key', 'of type string', key)
+    keyList(key)
     return this.#native.inspect(key).then(
       (i) => ({ held: i.held, remainingMs: i.remainingMs ?? null, holder: i.holder ?? null, fence: i.fence ?? null }),
       (e) => {
@@ -268,8 +368,8 @@ class LockClient extends EventEmitter {
    * The holder is not told and may still be working. Resolves on how many nodes it existed.
    */
   forceRelease(key) {
-    keyList(key)
     if (typeof key !== 'string') throw invalidType('key', 'of type string', key)
+    keyList(key)
     return this.#native.forceRelease(key).catch((e) => {
       throw fromNative(e)
     })
@@ -308,17 +408,17 @@ class LockClient extends EventEmitter {
       return Promise.reject(aborted(keys, signal))
     }
     let cancel = null
-    let onAbort = null
+    let unlink = null
     if (signal) {
       cancel = new CancelHandle()
-      onAbort = () => cancel.cancel()
-      signal.addEventListener('abort', onAbort, { once: true })
+      unlink = linkSignal(signal, cancel)
     }
     let pending
     try {
+      if (this.#closing) throw closedError(keys)
       pending = this.#native.acquire(keys, opts, cancel)
     } catch (e) {
-      if (signal) signal.removeEventListener('abort', onAbort)
+      if (unlink) unlink()
       const err = fromNative(e)
       // Bad arguments throw synchronously; a state such as "closed" rejects.
       if (err instanceof LockError) return Promise.reject(err)
@@ -326,9 +426,13 @@ class LockClient extends EventEmitter {
     }
     return pending.then(
       (native) => {
-        if (signal) signal.removeEventListener('abort', onAbort)
+        if (unlink) unlink()
         const id = native.id
-        const lock = new Lock(native, onLost, this.#live)
+        const lock = new Lock(native, onLost, this)
+        if (this.#closing) {
+          // close() began while this acquisition was in flight: nobody may work under it.
+          return lock.release().then(() => Promise.reject(closedError(keys)), () => Promise.reject(closedError(keys)))
+        }
         this.#live.set(id, new WeakRef(lock))
         if (this.#live.size >= this.#sweepAt) this.#sweep()
         if (channels.acquire.hasSubscribers) {
@@ -338,7 +442,7 @@ class LockClient extends EventEmitter {
         return lock
       },
       (e) => {
-        if (signal) signal.removeEventListener('abort', onAbort)
+        if (unlink) unlink()
         const err = fromNative(e)
         if (err.code === 'ERR_LOCK_ABORTED' && signal) err.cause = signal.reason
         throw err
@@ -348,12 +452,18 @@ class LockClient extends EventEmitter {
 
   /**
    * Acquires, runs `fn(signal, lock)`, and always releases. Resolves what `fn`
-   * resolves; if the lock was lost meanwhile, rejects with ERR_LOCK_LOST whose
-   * `cause` is fn's result or error.
+   * resolves. If the lock was lost meanwhile (found by a renewal, or by the
+   * release finding the key gone or another owner's), rejects with
+   * ERR_LOCK_LOST; if `close()` ended it, with ERR_LOCK_CLOSED. Either way the
+   * error's `cause` is fn's result or error.
    */
   withLock(key, fn, options) {
     assertFunction(fn, 'fn')
-    return this.#withLock(this.acquire(key, options), fn)
+    const running = this.#withLock(this.acquire(key, options), fn)
+    this.#running.add(running)
+    const done = () => this.#running.delete(running)
+    running.then(done, done)
+    return running
   }
 
   async #withLock(acquiring, fn) {
@@ -367,15 +477,16 @@ class LockClient extends EventEmitter {
       failed = true
       error = e
     }
-    const loss = lock.status === 'lost' ? lock.lossError : null
+    const before = lock.status === 'lost' ? lock.lossError : null
     let releaseError = null
     try {
       await lock.release()
     } catch (e) {
       releaseError = e
     }
-    if (loss) {
-      throw new LockError('ERR_LOCK_LOST', loss.message, { ...loss, cause: failed ? error : result })
+    const ended = before || lock[kEnd]()
+    if (ended) {
+      throw new LockError(ended.code, ended.message, { ...ended, cause: failed ? error : result })
     }
     if (failed) throw error
     if (releaseError) {
@@ -385,14 +496,48 @@ class LockClient extends EventEmitter {
     return result
   }
 
-  /** Stops every watchdog, releases every held lock and closes connections. */
-  async close() {
+  /**
+   * Ends the client. With `{ graceful: ms }` it first waits (at most `ms`) for
+   * running `withLock` calls to finish. Then every lock still held is ended
+   * before anything is released: its signal aborts and its `onLost` runs with
+   * an ERR_LOCK_CLOSED error (a running `withLock` rejects with it). Then the
+   * watchdogs stop, the locks are released and the connections closed. From
+   * the first call on, new acquisitions reject with ERR_LOCK_CLOSED.
+   */
+  close(options) {
+    const { graceful } = pick(options, CLOSE)
+    if (graceful !== undefined && !(graceful >= 0 && graceful <= 2147483647)) {
+      throw outOfRange('options.graceful', '>= 0 and <= 2147483647', graceful)
+    }
+    if (!this.#closing) this.#closing = this.#close(graceful ?? 0)
+    return this.#closing
+  }
+
+  async #close(graceful) {
+    if (graceful > 0 && this.#running.size > 0) {
+      let timer
+      await Promise.race([
+        Promise.allSettled([...this.#running]),
+        new Promise((resolve) => { timer = setTimeout(resolve, graceful) }),
+      ])
+      clearTimeout(timer)
+    }
+    for (const ref of this.#live.values()) {
+      const lock = ref.deref()
+      if (lock && lock.status === 'held') {
+        lock._closed(new LockError('ERR_LOCK_CLOSED', `lock "${lock.key}" was ended: its client was closed while it was held`, { key: lock.key }))
+      }
+    }
     await this.#native.close()
   }
 
   async [Symbol.asyncDispose]() {
     await this.close()
   }
+}
+
+function closedError(keys) {
+  return new LockError('ERR_LOCK_CLOSED', 'the lock client is closed', { key: keys.join(', ') })
 }
 
 function aborted(keys, signal) {

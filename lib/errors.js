@@ -43,6 +43,9 @@ const invalidType = (name, expected, value) =>
 const invalidValue = (name, reason) =>
   argError(TypeError, 'ERR_INVALID_ARG_VALUE', `The argument '${name}' ${reason}`)
 
+const outOfRange = (name, range, value) =>
+  argError(RangeError, 'ERR_OUT_OF_RANGE', `The value of "${name}" is out of range. It must be ${range}. Received ${value}`)
+
 /** Turns an error thrown by the native layer into a typed error. */
 function fromNative(err) {
   if (!err || typeof err.message !== 'string' || !err.message.startsWith(MARKER)) return err
@@ -57,4 +60,4 @@ function fromNative(err) {
   return new LockError(p.code, p.message, p)
 }
 
-module.exports = { LockError, fromNative, invalidType, invalidValue, MARKER }
+module.exports = { LockError, fromNative, invalidType, invalidValue, outOfRange, MARKER }

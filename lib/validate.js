@@ -1,15 +1,32 @@
 'use strict'
 
-const { invalidType, invalidValue } = require('./errors')
+const { invalidType, invalidValue, outOfRange } = require('./errors')
 
-/** Checks a lock key (a string or an array of strings) and returns it as an array. */
+/** Longest key in bytes, as the native layer enforces it (checked here too, so every method throws it synchronously). */
+const MAX_KEY_BYTES = 64 * 1024
+
+/**
+ * Checks a lock key (a string or an array of strings) and returns it as a plain
+ * array. The input is read once: a Proxy or an element getter that changes its
+ * answer cannot hand the native layer something other than what was checked.
+ */
 function keyList(key, name = 'key') {
-  const list = Array.isArray(key) ? key : [key]
-  if (Array.isArray(key) && key.length === 0) throw invalidValue(name, 'must not be an empty array')
+  let list
+  if (Array.isArray(key)) {
+    try {
+      list = Array.from(key)
+    } catch {
+      throw invalidType(name, 'of type string or an array of strings', key)
+    }
+    if (list.length === 0) throw invalidValue(name, 'must not be an empty array')
+  } else list = [key]
   for (const k of list) {
     if (typeof k !== 'string') throw invalidType(name, 'of type string or an array of strings', k)
     if (k.length === 0) throw invalidValue(name, 'must be a non-empty string')
     if (!k.isWellFormed()) throw invalidValue(name, 'must be well-formed Unicode (it has a lone surrogate)')
+    if (k.length * 3 > MAX_KEY_BYTES && Buffer.byteLength(k) > MAX_KEY_BYTES) {
+      throw outOfRange(name, `at most ${MAX_KEY_BYTES} bytes long`, `${Buffer.byteLength(k)} bytes`)
+    }
   }
   return list
 }
@@ -23,7 +40,14 @@ const TYPES = {
   string: (v) => typeof v === 'string',
   boolean: (v) => typeof v === 'boolean',
   function: (v) => typeof v === 'function',
-  'string[]': (v) => Array.isArray(v) && v.every((s) => typeof s === 'string'),
+  'string[]': (v) => {
+    if (!Array.isArray(v)) return false
+    try {
+      return Array.from(v).every((s) => typeof s === 'string')
+    } catch {
+      return false
+    }
+  },
   AbortSignal: (v) => v instanceof AbortSignal,
   object: (v) => typeof v === 'object' && v !== null && !Array.isArray(v),
 }
@@ -47,7 +71,8 @@ function pick(options, schema, name = 'options') {
       throw invalidValue(`${name}.${key}`, `is not a known option (known: ${Object.keys(schema).join(', ')})`)
     }
     if (type !== 'any' && !TYPES[type](value)) throw invalidType(`${name}.${key}`, `of type ${type}`, value)
-    out[key] = value
+    // Arrays are copied: what was checked is what the native layer reads.
+    out[key] = type === 'string[]' ? Array.from(value) : value
   }
   return out
 }
@@ -91,15 +116,26 @@ function pem(value, name) {
   throw invalidType(name, 'a PEM string or Buffer', value)
 }
 
-/** The `tls` option with its certificates as PEM text; other TLS settings are ignored. */
+const TLS_FIELDS = ['ca', 'cert', 'key']
+
+/**
+ * The `tls` option with its certificates as PEM text. Unknown fields are
+ * rejected like unknown top-level options: a setting such as
+ * `rejectUnauthorized: false` must not be silently ignored.
+ */
 function tlsOption(tls) {
   if (tls === undefined) return undefined
   const out = Object.create(null)
-  for (const field of ['ca', 'cert', 'key']) {
+  for (const field of Object.keys(tls)) {
+    if (!TLS_FIELDS.includes(field) && tls[field] !== undefined) {
+      throw invalidValue(`options.tls.${field}`, `is not a known option (known: ${TLS_FIELDS.join(', ')})`)
+    }
+  }
+  for (const field of TLS_FIELDS) {
     const v = pem(tls[field], `options.tls.${field}`)
     if (v !== undefined) out[field] = v
   }
   return out
 }
 
-module.exports = { keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, CLIENT }
+module.exports = { MAX_KEY_BYTES, keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, CLIENT }

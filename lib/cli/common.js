@@ -1,0 +1,121 @@
+'use strict'
+
+// What every lockdog command shares: exit codes, messages, the client built
+// from the connection options, and how a library error becomes an exit code.
+
+const fs = require('node:fs')
+const path = require('node:path')
+
+const ROOT = path.join(__dirname, '..', '..')
+
+/** Exit codes (sysexits.h where one fits). exec passes the command's own status through. */
+const EXIT = {
+  OK: 0,
+  HELD: 1, // status: a key is held
+  USAGE: 64, // EX_USAGE: bad arguments
+  UNAVAILABLE: 69, // EX_UNAVAILABLE: Redis unreachable, quorum not reached, error reply
+  SOFTWARE: 70, // EX_SOFTWARE: an internal error in lockdog
+  OSERR: 71, // EX_OSERR: the command could not be started (other than 126/127)
+  TEMPFAIL: 75, // EX_TEMPFAIL: the lock is held by another owner (--nonblock, --wait ran out)
+  CONFIG: 78, // EX_CONFIG: the lease (--ttl) is too short to use: the lock came too late to leave validity
+  LOST: 79, // the lock was lost while the command ran
+  CANNOT_EXECUTE: 126, // as shells: found but not executable
+  NOT_FOUND: 127, // as shells: command not found
+}
+
+class UsageError extends Error {}
+const usage = (message) => new UsageError(message)
+
+function say(message) {
+  process.stderr.write(`lockdog: ${message}\n`)
+}
+
+function exit(code) {
+  process.exit(code)
+}
+
+function usageExit(message, sub) {
+  say(message)
+  process.stderr.write(`Try 'lockdog ${sub ? `${sub} ` : ''}--help' for more information.\n`)
+  exit(EXIT.USAGE)
+}
+
+const quote = (key) => JSON.stringify(key)
+
+const isArgError = (e) =>
+  e != null && typeof e.code === 'string' && (e.code.startsWith('ERR_INVALID_ARG') || e.code === 'ERR_OUT_OF_RANGE')
+
+const UNAVAILABLE = new Set(['ERR_LOCK_CONNECTION', 'ERR_LOCK_QUORUM', 'ERR_LOCK_REDIS'])
+
+/** Exit status and message for an error from the library (not a conflict). */
+function failure(e) {
+  if (e instanceof UsageError) return [EXIT.USAGE, e.message]
+  if (isArgError(e)) return [EXIT.USAGE, e.message]
+  if (e && UNAVAILABLE.has(e.code)) return [EXIT.UNAVAILABLE, e.message]
+  return [EXIT.SOFTWARE, `internal error: ${(e && e.stack) || e}`]
+}
+
+function nodeList(raw, source) {
+  const list = raw.split(',').map((s) => s.trim()).filter(Boolean)
+  if (list.length === 0) throw usage(`${source}: expected comma-separated Redis URLs`)
+  return list
+}
+
+/** A LockClient from the connection options (--url, --nodes, $REDIS_URL, $LOCKDOG_NODES, TLS files). */
+function makeClient(opts, extra = {}) {
+  const { LockClient } = require(ROOT)
+  const o = { ...extra }
+  let source
+  if (opts.url !== undefined && opts.nodes !== undefined) throw usage('give --url or --nodes, not both')
+  if (opts.nodes !== undefined) {
+    o.nodes = nodeList(opts.nodes, '--nodes')
+    source = '--nodes'
+  } else if (opts.url !== undefined) {
+    o.url = opts.url
+    source = '--url'
+  } else if (process.env.LOCKDOG_NODES) {
+    o.nodes = nodeList(process.env.LOCKDOG_NODES, 'LOCKDOG_NODES')
+    source = 'LOCKDOG_NODES'
+  } else if (process.env.REDIS_URL) {
+    o.url = process.env.REDIS_URL
+    source = 'REDIS_URL'
+  } else {
+    o.url = 'redis://127.0.0.1:6379' // also when REDIS_URL is set but empty
+  }
+  if (opts.prefix !== undefined) o.keyPrefix = opts.prefix
+  if (opts['connect-timeout'] !== undefined) o.connectTimeout = opts['connect-timeout']
+  if (opts['command-timeout'] !== undefined) o.commandTimeout = opts['command-timeout']
+  if ((opts['tls-cert'] === undefined) !== (opts['tls-key'] === undefined)) throw usage('--tls-cert and --tls-key go together')
+  const tls = {}
+  for (const [name, field] of [['tls-ca', 'ca'], ['tls-cert', 'cert'], ['tls-key', 'key']]) {
+    if (opts[name] === undefined) continue
+    try {
+      tls[field] = fs.readFileSync(opts[name], 'utf8')
+    } catch (e) {
+      throw usage(`--${name}: cannot read ${opts[name]}: ${e.code || e.message}`)
+    }
+  }
+  if (Object.keys(tls).length) o.tls = tls
+  try {
+    return new LockClient(o)
+  } catch (e) {
+    // The library's messages name the option, never the URL or its password.
+    if (isArgError(e)) throw usage(source ? `${source}: ${e.message}` : e.message)
+    throw e
+  }
+}
+
+/** close(), bounded: the process is about to exit anyway. */
+async function closeQuietly(locks) {
+  if (!locks) return
+  let timer
+  await Promise.race([
+    locks.close().catch(() => {}),
+    new Promise((r) => {
+      timer = setTimeout(r, 3000)
+    }),
+  ])
+  clearTimeout(timer)
+}
+
+module.exports = { ROOT, EXIT, UsageError, usage, say, exit, usageExit, quote, failure, makeClient, closeQuietly, UNAVAILABLE }
