@@ -5,7 +5,7 @@
 // redis-semaphore and redlock-universal, with raw ioredis and redis-benchmark as the floor.
 //
 //   node bench/run.js                 full run (~8 min on 2 cores)
-//   node bench/run.js --quick         ~1 min, fewer/shorter rounds
+//   node bench/run.js --quick         ~1 min, fewer/shorter rounds (written to bench/results/quick/)
 //   node bench/run.js --scenario 3    only scenario 3 (repeatable, or 1,3)
 //   options: --rounds N, --only lockdog,floor, --addon auto|build|repo, --no-write
 //
@@ -22,28 +22,24 @@ const BENCH = __dirname
 const RESULTS = path.join(BENCH, 'results')
 
 // ---------------------------------------------------------------- arguments
-function parseArgs(argv) {
-  const a = { quick: false, scenarios: [], rounds: null, only: null, addon: 'auto', write: true }
-  for (let i = 0; i < argv.length; i++) {
-    const v = argv[i]
-    const next = () => argv[++i]
-    if (v === '--quick') a.quick = true
-    else if (v === '--scenario' || v === '-s') a.scenarios.push(...next().split(',').map(Number))
-    else if (v.startsWith('--scenario=')) a.scenarios.push(...v.slice(11).split(',').map(Number))
-    else if (v === '--rounds') a.rounds = Number(next())
-    else if (v === '--only') a.only = next().split(',')
-    else if (v === '--addon') a.addon = next()
-    else if (v === '--no-write') a.write = false
-    else if (v === '--help' || v === '-h') {
-      console.log(fs.readFileSync(__filename, 'utf8').split('\n').slice(3, 13).join('\n'))
-      process.exit(0)
-    } else throw new Error(`unknown argument ${v}`)
-  }
-  if (a.scenarios.length === 0) a.scenarios = [1, 2, 3, 6, 4, 5]
-  return a
+let args
+try {
+  args = require('./lib/args').benchArgs(process.argv.slice(2), RESULTS)
+} catch (e) {
+  console.error(`bench/run.js: ${e.message} (--help lists the options)`)
+  process.exit(64)
 }
-
-const args = parseArgs(process.argv.slice(2))
+if (args.help) {
+  console.log(fs.readFileSync(__filename, 'utf8').split('\n').slice(3, 13).join('\n'))
+  process.exit(0)
+}
+// Output piped into `head` and the like: a closed pipe ends the run cleanly.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (e) => {
+    if (e.code !== 'EPIPE') throw e
+    cleanup().finally(() => process.exit(0))
+  })
+}
 
 // ---------------------------------------------------------------- bench's own dependencies
 function ensureDeps() {
@@ -298,11 +294,12 @@ async function main() {
   const md = renderMarkdown(report)
   console.log(`\n${md}`)
   if (args.write) {
-    fs.mkdirSync(RESULTS, { recursive: true })
-    fs.writeFileSync(path.join(RESULTS, 'latest.json'), `${JSON.stringify(report, null, 2)}\n`)
-    fs.writeFileSync(path.join(RESULTS, 'latest.md'), md)
-    require('./chart').writeChart(path.join(RESULTS, 'latest.json'), path.join(RESULTS, 'chart.svg'))
-    log(`wrote bench/results/latest.md, latest.json, chart.svg`)
+    const dir = args.resultsDir
+    fs.mkdirSync(dir, { recursive: true })
+    fs.writeFileSync(path.join(dir, 'latest.json'), `${JSON.stringify(report, null, 2)}\n`)
+    fs.writeFileSync(path.join(dir, 'latest.md'), args.quick ? `> Quick run (--quick): fewer, shorter rounds; not the figures the README quotes.\n\n${md}` : md)
+    require('./chart').writeChart(path.join(dir, 'latest.json'), path.join(dir, 'chart.svg'))
+    log(`wrote ${path.relative(path.join(BENCH, '..'), dir)}/latest.md, latest.json, chart.svg`)
   }
 }
 

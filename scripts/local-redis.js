@@ -11,6 +11,68 @@ const path = require('node:path')
 
 const BIN = process.env.REDIS_SERVER_BIN || 'redis-server'
 
+// The reaper: one small detached process per process that starts servers. It is
+// told every server PID and temporary folder over a pipe; when the pipe closes
+// (this process exited, crashed on EPIPE, or was killed, even with SIGKILL or
+// with its whole process group), it kills what is still listed and removes the
+// folders. A normal stop() takes its server off the list first.
+const REAPER = `
+const fs = require('node:fs')
+const live = new Map()
+let rest = ''
+process.stdin.setEncoding('utf8')
+process.stdin.on('data', (d) => {
+  rest += d
+  let i
+  while ((i = rest.indexOf('\\n')) >= 0) {
+    const [op, pid, dir] = rest.slice(0, i).split('\\t')
+    rest = rest.slice(i + 1)
+    if (op === '+') live.set(pid, dir)
+    else live.delete(pid)
+  }
+})
+const reap = () => {
+  for (const [pid, dir] of live) {
+    try { process.kill(Number(pid), 'SIGCONT'); process.kill(Number(pid), 'SIGKILL') } catch {}
+    try { fs.rmSync(dir, { recursive: true, force: true }) } catch {}
+  }
+  process.exit(0)
+}
+process.stdin.on('end', reap)
+process.stdin.on('error', reap)
+`
+
+let reaper = null
+
+/** Tells the reaper (started on first use) to kill `pid` and remove `dir` if this process dies first. */
+function reapLater(pid, dir) {
+  if (!reaper) {
+    reaper = spawn(process.execPath, ['-e', REAPER], { detached: true, stdio: ['pipe', 'ignore', 'ignore'] })
+    reaper.on('error', () => { reaper = null })
+    reaper.stdin.on('error', () => {})
+    reaper.unref()
+    reaper.stdin.unref()
+  }
+  reaper.stdin.write(`+\t${pid}\t${dir}\n`)
+}
+
+function reaped(pid) {
+  if (reaper && pid) reaper.stdin.write(`-\t${pid}\n`)
+}
+
+const started = new Set()
+// A normal exit (process.exit included) stops what is still running, synchronously.
+process.on('exit', () => {
+  for (const server of started) {
+    try {
+      if (server.proc) process.kill(server.proc.pid, 'SIGKILL')
+    } catch {}
+    try {
+      fs.rmSync(server.dir, { recursive: true, force: true })
+    } catch {}
+  }
+})
+
 function redisServerAvailable() {
   const r = spawnSync(BIN, ['--version'], { encoding: 'utf8' })
   return r.status === 0
@@ -84,6 +146,8 @@ class RedisServer {
       '--dir', this.dir, '--daemonize', 'no', ...this.extraArgs]
     const proc = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] })
     this.proc = proc
+    started.add(this)
+    if (proc.pid) reapLater(proc.pid, this.dir)
     proc.stdout.on('data', (d) => { this.log = (this.log + d).slice(-8000) })
     proc.stderr.on('data', (d) => { this.log = (this.log + d).slice(-8000) })
     let exited = false
@@ -103,6 +167,7 @@ class RedisServer {
     const exited = new Promise((r) => proc.once('exit', r))
     process.kill(proc.pid, 'SIGKILL')
     await exited
+    reaped(proc.pid)
   }
 
   pause() {
@@ -126,6 +191,7 @@ class RedisServer {
     } catch {}
     await this.kill()
     fs.rmSync(this.dir, { recursive: true, force: true })
+    started.delete(this)
     this.proc = null
   }
 
