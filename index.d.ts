@@ -88,13 +88,16 @@ export declare class Lock implements AsyncDisposable {
   private constructor()
   /** Where the lock is in its life. */
   readonly status: 'held' | 'released' | 'lost'
-  /** Aborts, with a `LockError` of code ERR_LOCK_LOST as its reason, when the lock is lost. */
+  /** Aborts when the lock is lost (reason: a `LockError` ERR_LOCK_LOST) or its client is closed (ERR_LOCK_CLOSED). */
   readonly signal: AbortSignal
   /** The error the lock was lost with, or null. */
   readonly lossError: LockError | null
   /** Extends the lease to `ttl` ms from now (same token); never recreates a lost key. */
   extend(ttl?: number): Promise<void>
-  /** Releases (watchdog first). True if it was ours; false if already released, lost or taken over. */
+  /**
+   * Releases (watchdog first). True if it was ours; false if already released or lost. A release that
+   * finds the key gone or another owner's is a loss: reported like one (signal, onLost, 'lost').
+   */
   release(): Promise<boolean>
   /** Releases on scope exit: `await using lock = await locks.acquire('k')`. */
   [Symbol.asyncDispose](): Promise<void>
@@ -131,8 +134,13 @@ export declare class LockClient extends EventEmitter implements AsyncDisposable 
   inspect(key: string): Promise<Inspection>
   /** UNSAFE, for operators: deletes the key on every node whoever holds it. Resolves on how many nodes it existed. */
   forceRelease(key: string): Promise<number>
-  /** Stops watchdogs, releases held locks, closes connections. */
-  close(): Promise<void>
+  /**
+   * Ends the client. Every lock still held is ended first (its signal aborts and
+   * its onLost runs with ERR_LOCK_CLOSED; a running withLock rejects with it),
+   * then released; then connections close. With `graceful`, first waits up to
+   * that many ms for running withLock calls to finish.
+   */
+  close(options?: { graceful?: number }): Promise<void>
   [Symbol.asyncDispose](): Promise<void>
   on(event: 'lost', listener: (err: LockError, lock: Lock | undefined) => void): this
   on(event: 'error', listener: (err: LockError) => void): this

@@ -47,7 +47,7 @@ async function main(): Promise<number> {
     await using scoped = await locks.acquire('scoped')
     void scoped.token
   }
-  await locks.close()
+  await locks.close({ graceful: 1000 })
   return remaining + Number(held) + status.length + Number(released) + Number(maybe) + n + s.length + Number(ok) + stats.held
 }
 
