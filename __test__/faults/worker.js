@@ -64,6 +64,8 @@ process.stdin.setEncoding('utf8')
 process.stdin.on('data', (d) => {
   if (d.includes('stop')) stopping = true
 })
+// The harness is gone (killed from outside): stop too, rather than run on orphaned.
+process.stdin.on('end', () => { stopping = true })
 process.on('SIGTERM', async () => {
   out('sigterm')
   stopping = true
