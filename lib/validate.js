@@ -13,11 +13,8 @@ const MAX_KEY_BYTES = 64 * 1024
 function keyList(key, name = 'key') {
   let list
   if (Array.isArray(key)) {
-    try {
-      list = Array.from(key)
-    } catch {
-      throw invalidType(name, 'of type string or an array of strings', key)
-    }
+    // A getter or Proxy trap that throws: its own error goes to the caller, as anywhere in JS.
+    list = Array.from(key)
     if (list.length === 0) throw invalidValue(name, 'must not be an empty array')
   } else list = [key]
   for (const k of list) {
@@ -40,14 +37,7 @@ const TYPES = {
   string: (v) => typeof v === 'string',
   boolean: (v) => typeof v === 'boolean',
   function: (v) => typeof v === 'function',
-  'string[]': (v) => {
-    if (!Array.isArray(v)) return false
-    try {
-      return Array.from(v).every((s) => typeof s === 'string')
-    } catch {
-      return false
-    }
-  },
+  'string[]': (v) => Array.isArray(v) && Array.from(v).every((s) => typeof s === 'string'),
   AbortSignal: (v) => v instanceof AbortSignal,
   object: (v) => typeof v === 'object' && v !== null && !Array.isArray(v),
 }

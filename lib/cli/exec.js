@@ -48,15 +48,20 @@ function startSentinel() {
     } catch {
       return resolve(null)
     }
-    const seen = Object.fromEntries(FROM_TERMINAL.map((s) => [s, 0]))
+    // Reports not yet matched by a signal of ours, as arrival times: a stale one
+    // (the kernel may merge two quick signals for one process and not the other)
+    // must not swallow a later signal sent by PID.
+    const seen = Object.fromEntries(FROM_TERMINAL.map((s) => [s, []]))
     const waiters = []
     let ready = false
     let rest = ''
     const sentinel = {
       /** Resolves true if the terminal sent `sig` to the group (the sentinel got it too). */
       claim(sig) {
-        if (seen[sig] > 0) {
-          seen[sig]--
+        const fresh = seen[sig].filter((t) => performance.now() - t < 1000)
+        seen[sig] = fresh
+        if (fresh.length > 0) {
+          fresh.shift()
           return Promise.resolve(true)
         }
         return new Promise((done) => {
@@ -94,7 +99,7 @@ function startSentinel() {
             waiters.splice(waiters.indexOf(w), 1)
             clearTimeout(w.timer)
             w.done(true)
-          } else seen[line]++
+          } else seen[line].push(performance.now())
         }
       }
     })
