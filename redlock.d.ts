@@ -1,7 +1,7 @@
 // `lockdog/redlock`: the redlock v5 API on lockdog's native quorum lock.
 
 import type { EventEmitter } from 'node:events'
-import type { LockError, RedisLike } from './index'
+import type { RedisLike } from './index'
 
 export interface Settings {
   /** Clock drift allowance as a share of the duration. The default value is 0.01. */
@@ -12,15 +12,20 @@ export interface Settings {
   readonly retryDelay: number
   /** Random extra pause of 0..retryJitter ms. The default value is 100. */
   readonly retryJitter: number
-  /** Accepted for compatibility; `using` renews natively every duration / 3. The default value is 500. */
+  /**
+   * `using` refuses a duration under this + 100 ms, as redlock does; the renewal
+   * itself is native, every duration / 3. The default value is 500.
+   */
   readonly automaticExtensionThreshold: number
 }
 
 export interface ExecutionStats {
   readonly membershipSize: number
   readonly quorumSize: number
-  readonly votesFor: Set<unknown>
-  readonly votesAgainst: Map<unknown, Error>
+  /** The clients (as given to the constructor) that voted for the operation. */
+  readonly votesFor: Set<RedisLike>
+  /** The clients that voted against, each with its reason (`ResourceLockedError` when held). */
+  readonly votesAgainst: Map<RedisLike, Error>
 }
 
 export interface ExecutionResult {
@@ -35,18 +40,19 @@ export declare class ResourceLockedError extends Error {
   constructor(message: string)
 }
 
-/** No quorum (or the lock is gone); `code` is a lockdog error code, `nodes` the per-node answers. */
+/**
+ * No quorum within the retry window (`attempts`: one promise of votes per attempt).
+ * `code` is ERR_LOCK_QUORUM, or ERR_LOCK_LOST when `using` found its lock gone
+ * (then `cause` is the routine's result or error).
+ */
 export declare class ExecutionError extends Error {
-  constructor(message: string, attempts?: ReadonlyArray<Promise<ExecutionStats>>)
+  constructor(message: string, attempts: ReadonlyArray<Promise<ExecutionStats>>)
   readonly attempts: ReadonlyArray<Promise<ExecutionStats>>
-  /** The lockdog code: ERR_LOCK_QUORUM, ERR_LOCK_TAKEN, ERR_LOCK_TIMEOUT, ERR_LOCK_LOST, ... */
-  readonly code: LockError['code']
-  /** Per-node answers of the last attempt. */
-  readonly nodes: LockError['nodes']
-  readonly key?: string
+  code: 'ERR_LOCK_QUORUM' | 'ERR_LOCK_LOST'
 }
 
 export declare class Lock {
+  constructor(redlock: Redlock, resources: string[], value: string, attempts: ReadonlyArray<Promise<ExecutionStats>>, expiration: number)
   readonly redlock: Redlock
   readonly resources: string[]
   readonly value: string
@@ -58,9 +64,12 @@ export declare class Lock {
 }
 
 export declare class Redlock extends EventEmitter {
-  /** One client (ioredis, node-redis, URL or options) per independent Redis master. */
+  /**
+   * One client (ioredis, node-redis, URL or options) per independent Redis master,
+   * or a single ioredis `Cluster`. Custom `scripts` are not supported (they throw).
+   */
   constructor(clients: Iterable<RedisLike>, settings?: Partial<Settings>, scripts?: unknown)
-  readonly clients: RedisLike[]
+  readonly clients: Set<RedisLike>
   readonly settings: Settings
   acquire(resources: string[], duration: number, settings?: Partial<Settings>): Promise<Lock>
   release(lock: Lock, settings?: Partial<Settings>): Promise<ExecutionResult>
