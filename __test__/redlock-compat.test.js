@@ -493,6 +493,31 @@ compat('single instance', [
     },
   },
   {
+    name: 'using rejects when its release finds the lock taken by another holder (the routine finished before any renewal)',
+    async body({ Redlock, ExecutionError, ResourceLockedError }) {
+      const [redis] = await members(1)
+      const redlock = new Redlock([redis], { retryCount: 1, retryDelay: 10 })
+      const other = new Redlock([redis], { retryCount: 0 })
+      let theirs = null
+      const e = await rejection(redlock.using(['{redlock}t'], 3000, async () => {
+        await redis.del('{redlock}t')
+        theirs = await other.acquire(['{redlock}t'], 3000)
+        return 'routine result'
+      }))
+      assert.ok(e instanceof ExecutionError)
+      assert.equal(e.message, QUORUM_MESSAGE)
+      await checkAttempts(null, e.attempts, {
+        size: 2,
+        membership: 1,
+        against: (s) => assert.ok(s.votesAgainst.get(redis) instanceof ResourceLockedError),
+      })
+      assert.equal(await redis.get('{redlock}t'), theirs.value, 'the other holder keeps its lock')
+      await theirs.release()
+      await other.quit().catch(() => {})
+      await done(redlock, [redis])
+    },
+  },
+  {
     name: 'deliberate difference (native renewal in using): a lock taken away aborts the signal, and using rejects',
     async body({ Redlock, ExecutionError }) {
       const [redis] = await members(1)
@@ -671,6 +696,39 @@ compat('three instances', [
       assert.ok(holders.filter((v) => v === lock.value).length >= 2, `holders ${holders}`)
       await lock.release()
       await done(redlock, cs)
+    },
+  },
+  {
+    name: 'a minority unreachable: acquire, extend and release succeed, and each attempt names the unreachable member',
+    async body({ Redlock }) {
+      await flush(servers)
+      await servers[2].kill()
+      const closed = { maxRetriesPerRequest: 0, autoResendUnfulfilledCommands: false, retryStrategy: () => null, reconnectOnError: () => false }
+      const cs = [client(servers[0]), client(servers[1]), client(servers[2], closed)]
+      open.push(...cs)
+      const events = []
+      try {
+        const redlock = new Redlock(cs, { retryCount: 0 })
+        redlock.on('error', (e) => events.push(e))
+        const check = async (attempts) => {
+          const [s] = await statsOf(attempts)
+          assert.deepEqual(who(s.votesFor, cs), [0, 1])
+          assert.deepEqual(who(s.votesAgainst, cs), [2])
+          assert.equal(s.votesAgainst.get(cs[2]).message, 'Connection is closed.')
+        }
+        let lock = await redlock.acquire(['{redlock}m'], 10000)
+        await check(lock.attempts)
+        lock = await lock.extend(20000)
+        await check(lock.attempts)
+        assert.ok((await cs[0].pttl('{redlock}m')) > 10000)
+        const { attempts } = await lock.release()
+        await check(attempts)
+        await gone(cs.slice(0, 2), '{redlock}m')
+        assert.ok(events.length >= 3 && events.every((e) => e.message === 'Connection is closed.'), `${events.length} events`)
+        await done(redlock, cs)
+      } finally {
+        await servers[2].start()
+      }
     },
   },
   {

@@ -121,6 +121,10 @@ function lockClientFor(clients) {
 class Redlock extends EventEmitter {
   #client
   #members
+  /** Node faults the core reported (`{ index, detail, at }`), kept while an attempt may claim them. */
+  #faults = []
+  /** Start times of the attempts in flight (by a token of each attempt). */
+  #inflight = new Map()
 
   /**
    * @param clients ioredis clients (or node-redis clients, URLs, options), one per
@@ -142,6 +146,33 @@ class Redlock extends EventEmitter {
     }
     this.#members = [...this.clients]
     this.#client = lockClientFor(this.#members)
+    const names = this.#client.nodes
+    this.#client.on('error', (err) => this.#fault(err, names))
+  }
+
+  /**
+   * A node fault the core reported. During an attempt, the attempt's votes
+   * carry it (a successful attempt learns its minority faults only this way);
+   * otherwise (a renewal in `using`) it is emitted at once.
+   */
+  #fault(err, names) {
+    const node = err.nodes && err.nodes[0]
+    const index = node ? names.indexOf(node.node) : -1
+    const at = performance.now()
+    if (this.#inflight.size > 0 && index >= 0) {
+      this.#faults.push({ index, node: node.node, detail: node.detail, at })
+      return
+    }
+    this.#emitError(new Error(UNREACHABLE_MESSAGE, { cause: err }))
+  }
+
+  /** The faults reported since `start`, by member index; forgets those no attempt can claim. */
+  #faultsSince(start) {
+    const oldest = Math.min(start, ...this.#inflight.values())
+    this.#faults = this.#faults.filter((f) => f.at >= oldest)
+    const out = new Map()
+    for (const f of this.#faults) if (f.at >= start && !out.has(f.index)) out.set(f.index, f)
+    return out
   }
 
   /** Quits the given clients and closes lockdog's own connections. */
@@ -213,12 +244,24 @@ class Redlock extends EventEmitter {
 
   /** Runs one native operation as one attempt. */
   async #attempt(keyCount, run) {
+    const start = performance.now()
+    const token = {}
+    this.#inflight.set(token, start)
     try {
       const value = await run()
       if (value === false) return { ok: false, stats: this.#votesOf({ code: 'ERR_LOCK_LOST', message: '' }, keyCount) }
-      return { ok: true, value, stats: this.#votes(this.#members.map(() => ({ answer: 'ok' })), keyCount, null) }
+      // The core reports a minority's faults as events, which may arrive just after the result.
+      await new Promise((resolve) => setImmediate(resolve))
+      const faults = this.#faultsSince(start)
+      const answers = this.#members.map((_, i) => {
+        const f = faults.get(i)
+        return f ? { answer: 'unreachable', node: f.node, detail: f.detail } : { answer: 'ok' }
+      })
+      return { ok: true, value, stats: this.#votes(answers, keyCount, null) }
     } catch (e) {
       return { ok: false, stats: this.#votesOf(e, keyCount) }
+    } finally {
+      this.#inflight.delete(token)
     }
   }
 
