@@ -233,23 +233,26 @@ class Redlock extends EventEmitter {
     const maxAttempts = s.retryCount === -1 ? Infinity : s.retryCount + 1
     const attempts = []
     for (;;) {
-      const { ok, stats, value } = await attempt()
+      const { ok, stats, value, final } = await attempt()
       attempts.push(Promise.resolve(stats))
       if (ok) return { attempts, value }
-      if (attempts.length >= maxAttempts) throw new ExecutionError(QUORUM_MESSAGE, attempts)
+      if (final || attempts.length >= maxAttempts) throw new ExecutionError(QUORUM_MESSAGE, attempts)
       const pause = Math.max(0, s.retryDelay + Math.floor((Math.random() * 2 - 1) * s.retryJitter))
       await new Promise((resolve) => setTimeout(resolve, pause))
     }
   }
 
-  /** Runs one native operation as one attempt. */
-  async #attempt(keyCount, run) {
+  /**
+   * Runs one native operation as one attempt. A run resolving `false` found the
+   * lock gone or foreign; with `lossIsFinal` no retry can change that.
+   */
+  async #attempt(keyCount, run, lossIsFinal = false) {
     const start = performance.now()
     const token = {}
     this.#inflight.set(token, start)
     try {
       const value = await run()
-      if (value === false) return { ok: false, stats: this.#votesOf({ code: 'ERR_LOCK_LOST', message: '' }, keyCount) }
+      if (value === false) return { ok: false, final: lossIsFinal, stats: this.#votesOf({ code: 'ERR_LOCK_LOST', message: '' }, keyCount) }
       // The core reports a minority's faults as events, which may arrive just after the result.
       await new Promise((resolve) => setImmediate(resolve))
       const faults = this.#faultsSince(start)
@@ -379,8 +382,11 @@ class Redlock extends EventEmitter {
     } finally {
       if (inner) inner.signal.removeEventListener('abort', onLost)
     }
+    lock.expiration = 0
     try {
-      await lock.release()
+      // A release that finds the lock gone or foreign is a loss, reported at once:
+      // retrying cannot bring it back, and `using` must settle.
+      await this.#execute(() => this.#attempt(lock.resources.length, () => (inner ? inner.release() : true), true))
     } catch (error) {
       if (error instanceof ExecutionError) {
         error.code = 'ERR_LOCK_LOST'
