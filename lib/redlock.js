@@ -12,7 +12,7 @@
 const { EventEmitter } = require('node:events')
 const { randomUUID } = require('node:crypto')
 const { LockClient } = require('./client')
-const { invalidValue } = require('./errors')
+const { invalidType, invalidValue } = require('./errors')
 const { keyList } = require('./validate')
 const { connectionOf } = require('./compat')
 
@@ -77,13 +77,57 @@ const innerOf = new WeakMap()
  * When a lock's validity ends (wall clock): the core's validity, counted from
  * the attempt that succeeded. Without resources, as redlock counts it.
  */
-function expiration(inner, start, duration, settings) {
-  if (inner) return Date.now() + Math.floor(inner.remaining)
-  return start + duration - (Math.round(settings.driftFactor * duration) + 2)
+function expiration(inner, start, duration, settings, clientDrift) {
+  const drift = (factor) => Math.round(factor * duration) + 2
+  if (!inner) return start + duration - drift(settings.driftFactor)
+  // The core's validity allows for the constructor's driftFactor; a call's own replaces it.
+  return Date.now() + Math.floor(inner.remaining) + drift(clientDrift) - drift(settings.driftFactor)
+}
+
+/** redlock's error, class and message, with lockdog's stable `code`. */
+function coded(error, code) {
+  error.code = code
+  return error
 }
 
 function checkDuration(duration) {
-  if (Math.floor(duration) !== duration) throw new Error(DURATION_MESSAGE)
+  if (Math.floor(duration) !== duration) throw coded(new Error(DURATION_MESSAGE), 'ERR_INVALID_ARG_VALUE')
+}
+
+const isInt = (v) => Number.isSafeInteger(v)
+/** What each setting must be; a wrong one is refused rather than replaced by a default. */
+const SETTING_RULES = {
+  driftFactor: [(v) => Number.isFinite(v) && v >= 0 && v < 1, 'a number >= 0 and < 1'],
+  retryCount: [(v) => (isInt(v) && v >= -1) || v === Infinity, 'an integer >= -1 (-1: no limit)'],
+  retryDelay: [(v) => isInt(v) && v >= 0, 'an integer >= 0'],
+  retryJitter: [(v) => isInt(v) && v >= 0, 'an integer >= 0'],
+  automaticExtensionThreshold: [(v) => isInt(v) && v >= 0, 'an integer >= 0'],
+}
+
+/** Checks settings as given to the constructor or to one call; undefined ones are left out. */
+function checkSettings(settings, name) {
+  if (settings === undefined || settings === null) return {}
+  if (typeof settings !== 'object' || Array.isArray(settings)) throw invalidType(name, 'of type object', settings)
+  const out = {}
+  for (const [key, [ok, what]] of Object.entries(SETTING_RULES)) {
+    const v = settings[key]
+    if (v === undefined) continue
+    if (typeof v !== 'number') throw invalidType(`${name}.${key}`, 'of type number', v)
+    if (!ok(v)) throw invalidValue(`${name}.${key}`, `must be ${what}. Received ${v}`)
+    out[key] = v
+  }
+  return out
+}
+
+/** The Lock `lock` if this module made it, else a typed error. */
+function checkLock(lock) {
+  if (!(lock instanceof Lock) || !Array.isArray(lock.resources)) {
+    throw invalidType('lock', 'a Lock returned by acquire or extend', lock)
+  }
+  if (lock.resources.length > 0 && !innerOf.has(lock)) {
+    // lockdog releases and extends the locks it took; a Lock rebuilt from a stored value is not one.
+    throw invalidValue('lock', 'was not returned by acquire or extend of lockdog/redlock')
+  }
 }
 
 /** An ioredis `Cluster`: its seed nodes as URLs, and the key prefix it applies. */
@@ -101,19 +145,20 @@ function clusterOf(client) {
 }
 
 /** One LockClient for the members: plain nodes form a quorum; one Cluster member is one cluster node. */
-function lockClientFor(clients) {
+function lockClientFor(clients, driftFactor) {
   const clusters = clients.map(clusterOf)
   if (clusters.some(Boolean)) {
     if (clients.length !== 1) {
       throw invalidValue('clients', 'may hold a Redis Cluster only as its only member (a quorum of clusters is not supported)')
     }
-    return new LockClient({ cluster: clusters[0].seeds, keyPrefix: clusters[0].keyPrefix })
+    return new LockClient({ cluster: clusters[0].seeds, keyPrefix: clusters[0].keyPrefix, driftFactor })
   }
   const conns = clients.map((c, i) => connectionOf(c, `clients[${i}]`))
   const tls = conns.find((c) => c.tls)
   return new LockClient({
     nodes: conns.map((c) => c.url),
     keyPrefix: conns[0].keyPrefix || '',
+    driftFactor,
     ...(tls ? { tls: tls.tls } : {}),
   })
 }
@@ -121,7 +166,7 @@ function lockClientFor(clients) {
 class Redlock extends EventEmitter {
   #client
   #members
-  /** Node faults the core reported (`{ index, detail, at }`), kept while an attempt may claim them. */
+  /** Node faults the core reported (`{ index, answer, node, detail, at }`), kept while an attempt may claim them. */
   #faults = []
   /** Start times of the attempts in flight (by a token of each attempt). */
   #inflight = new Map()
@@ -134,18 +179,19 @@ class Redlock extends EventEmitter {
     super()
     // As in redlock: a listener of its own, so an 'error' never crashes the process.
     this.on('error', () => {})
+    if (clients == null || typeof clients[Symbol.iterator] !== 'function' || typeof clients === 'string') {
+      throw invalidType('clients', 'an iterable of Redis clients', clients)
+    }
     this.clients = new Set(clients)
-    if (this.clients.size === 0) throw new Error('Redlock must be instantiated with at least one redis client.')
+    if (this.clients.size === 0) {
+      throw coded(new Error('Redlock must be instantiated with at least one redis client.'), 'ERR_INVALID_ARG_VALUE')
+    }
     if (scripts && Object.values(scripts).some((s) => typeof s === 'function')) {
       throw invalidValue('scripts', 'cannot modify lockdog\'s scripts (they are token-checked and fixed)')
     }
-    const s = settings || {}
-    this.settings = {}
-    for (const key of Object.keys(DEFAULT_SETTINGS)) {
-      this.settings[key] = typeof s[key] === 'number' ? s[key] : DEFAULT_SETTINGS[key]
-    }
+    this.settings = { ...DEFAULT_SETTINGS, ...checkSettings(settings, 'settings') }
     this.#members = [...this.clients]
-    this.#client = lockClientFor(this.#members)
+    this.#client = lockClientFor(this.#members, this.settings.driftFactor)
     const names = this.#client.nodes
     this.#client.on('error', (err) => this.#fault(err, names))
   }
@@ -160,10 +206,10 @@ class Redlock extends EventEmitter {
     const index = node ? names.indexOf(node.node) : -1
     const at = performance.now()
     if (this.#inflight.size > 0 && index >= 0) {
-      this.#faults.push({ index, node: node.node, detail: node.detail, at })
+      this.#faults.push({ index, answer: node.answer, node: node.node, detail: node.detail, at })
       return
     }
-    this.#emitError(new Error(UNREACHABLE_MESSAGE, { cause: err }))
+    this.#emitError(node && node.answer === 'error' ? new Error(node.detail, { cause: err }) : new Error(UNREACHABLE_MESSAGE, { cause: err }))
   }
 
   /** The faults reported since `start`, by member index; forgets those no attempt can claim. */
@@ -229,7 +275,7 @@ class Redlock extends EventEmitter {
    * ExecutionError with them.
    */
   async #execute(attempt, settings) {
-    const s = settings ? { ...this.settings, ...settings } : this.settings
+    const s = settings ? { ...this.settings, ...checkSettings(settings, 'settings') } : this.settings
     const maxAttempts = s.retryCount === -1 ? Infinity : s.retryCount + 1
     const attempts = []
     for (;;) {
@@ -258,7 +304,7 @@ class Redlock extends EventEmitter {
       const faults = this.#faultsSince(start)
       const answers = this.#members.map((_, i) => {
         const f = faults.get(i)
-        return f ? { answer: 'unreachable', node: f.node, detail: f.detail } : { answer: 'ok' }
+        return f ? { answer: f.answer, node: f.node, detail: f.detail } : { answer: 'ok' }
       })
       return { ok: true, value, stats: this.#votes(answers, keyCount, null) }
     } catch (e) {
@@ -276,7 +322,7 @@ class Redlock extends EventEmitter {
 
   async #acquire(resources, duration, settings, autoRenew) {
     const start = Date.now()
-    const s = settings ? { ...this.settings, ...settings } : this.settings
+    const s = settings ? { ...this.settings, ...checkSettings(settings, 'settings') } : this.settings
     const empty = Array.isArray(resources) && resources.length === 0
     const keyCount = Array.isArray(resources) ? resources.length : 0
     let last = null
@@ -308,7 +354,7 @@ class Redlock extends EventEmitter {
       throw error
     }
     const lock = new Lock(this, resources, last ? last.token : randomUUID(), result.attempts,
-      expiration(last, start, duration, s))
+      expiration(last, start, duration, s, this.settings.driftFactor))
     if (last) innerOf.set(lock, last)
     return lock
   }
@@ -318,6 +364,7 @@ class Redlock extends EventEmitter {
    * held it (already expired or released), after `retryCount` retries, as redlock does.
    */
   async release(lock, settings) {
+    checkLock(lock)
     lock.expiration = 0
     const inner = innerOf.get(lock)
     const keyCount = lock.resources.length
@@ -327,6 +374,7 @@ class Redlock extends EventEmitter {
 
   /** Extends `existing` to `duration` ms from now; resolves a new Lock (this one's expiration becomes 0). */
   async extend(existing, duration, settings) {
+    checkLock(existing)
     checkDuration(duration)
     const start = Date.now()
     if (existing.expiration < Date.now()) throw new ExecutionError('Cannot extend an already-expired lock.', [])
@@ -337,8 +385,8 @@ class Redlock extends EventEmitter {
       return true
     }), settings)
     existing.expiration = 0
-    const s = settings ? { ...this.settings, ...settings } : this.settings
-    const lock = new Lock(this, existing.resources, existing.value, attempts, expiration(inner, start, duration, s))
+    const s = settings ? { ...this.settings, ...checkSettings(settings, 'settings') } : this.settings
+    const lock = new Lock(this, existing.resources, existing.value, attempts, expiration(inner, start, duration, s, this.settings.driftFactor))
     if (inner) innerOf.set(lock, inner)
     return lock
   }
@@ -353,10 +401,10 @@ class Redlock extends EventEmitter {
   async using(resources, duration, settingsOrRoutine, optionalRoutine) {
     checkDuration(duration)
     const settings = settingsOrRoutine && typeof settingsOrRoutine !== 'function'
-      ? { ...this.settings, ...settingsOrRoutine }
+      ? { ...this.settings, ...checkSettings(settingsOrRoutine, 'settings') }
       : this.settings
     const routine = optionalRoutine ?? settingsOrRoutine
-    if (typeof routine !== 'function') throw new Error('INVARIANT: routine is not a function.')
+    if (typeof routine !== 'function') throw coded(new Error('INVARIANT: routine is not a function.'), 'ERR_INVALID_ARG_TYPE')
     if (settings.automaticExtensionThreshold > duration - 100) {
       throw new Error('A lock `duration` must be at least 100ms greater than the `automaticExtensionThreshold` setting.')
     }
