@@ -404,10 +404,10 @@ compat('single instance', [
     async body({ Redlock }) {
       const [redis] = await members(1)
       const redlock = new Redlock([redis])
-      const out = await redlock.using(['{redlock}x'], 300, { automaticExtensionThreshold: 100 }, async (signal) => {
+      const out = await redlock.using(['{redlock}x'], 600, { automaticExtensionThreshold: 100 }, async (signal) => {
         const value = await redis.get('{redlock}x')
         assert.equal(typeof value, 'string')
-        await sleep(400)
+        await sleep(900)
         assert.equal(signal.aborted, false)
         assert.equal(signal.error, undefined)
         assert.equal(await redis.get('{redlock}x'), value)
@@ -592,6 +592,47 @@ compat('single instance', [
         assert.equal(settled.e.cause, 'routine result')
       }
       await done(redlock, [redis])
+    },
+  },
+  {
+    name: 'deliberate difference (bad input is refused): settings of the wrong type or range, custom scripts, a Lock rebuilt by hand',
+    async body({ Redlock, Lock, name }) {
+      const [redis] = await members(1)
+      const bad = [{ retryCount: 'x' }, { retryDelay: -1 }, { driftFactor: 2 }]
+      const redlock = new Redlock([redis], { retryCount: 0 })
+      const held = await redlock.acquire(['{redlock}k'], 10000)
+      const rebuilt = new Lock(redlock, ['{redlock}k'], held.value, [], held.expiration)
+      if (name === 'redlock@5.0.0-beta.2') {
+        for (const s of bad) assert.ok(new Redlock([redis], s))
+        assert.equal(new Redlock([redis], { retryCount: 'x' }).settings.retryCount, 10, 'redlock falls back to its default')
+        assert.ok(new Redlock([redis], {}, { acquireScript: (s) => s }))
+        await rebuilt.release()
+        assert.equal(await redis.get('{redlock}k'), null)
+      } else {
+        for (const s of bad) assert.throws(() => new Redlock([redis], s), { code: /^ERR_INVALID_ARG_(TYPE|VALUE)$/ })
+        assert.throws(() => new Redlock([redis], {}, { acquireScript: (s) => s }), { code: 'ERR_INVALID_ARG_VALUE' })
+        await assert.rejects(redlock.acquire(['{redlock}k2'], 1000, { retryCount: 'x' }), { code: 'ERR_INVALID_ARG_TYPE' })
+        await assert.rejects(rebuilt.release(), { code: 'ERR_INVALID_ARG_VALUE' })
+        await held.release()
+      }
+      await done(redlock, [redis])
+    },
+  },
+  {
+    name: 'deliberate difference (own connections): a lock still works after the caller disconnected its client',
+    async body({ Redlock, ExecutionError, name }) {
+      const [redis] = await members(1)
+      const redlock = new Redlock([redis], { retryCount: 0 })
+      const lock = await redlock.acquire(['{redlock}o'], 10000)
+      redis.disconnect()
+      const extended = await lock.extend(10000).then((l) => l, (e) => e)
+      if (name === 'redlock@5.0.0-beta.2') {
+        assert.ok(extended instanceof ExecutionError, 'redlock talks through the caller\'s client')
+      } else {
+        assert.ok(extended.value === lock.value, 'lockdog talks through connections of its own')
+        await extended.release()
+      }
+      await redlock.quit().catch(() => {})
     },
   },
   {
@@ -902,9 +943,9 @@ compat('one ioredis Cluster member', [
     async body({ Redlock }) {
       const [redis] = await clusterMembers(1)
       const redlock = new Redlock([redis])
-      const out = await redlock.using(['{redlock}x'], 300, { automaticExtensionThreshold: 100 }, async (signal) => {
+      const out = await redlock.using(['{redlock}x'], 600, { automaticExtensionThreshold: 100 }, async (signal) => {
         const value = await redis.get('{redlock}x')
-        await sleep(400)
+        await sleep(900)
         assert.equal(signal.aborted, false)
         assert.equal(await redis.get('{redlock}x'), value)
         return value

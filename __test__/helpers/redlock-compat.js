@@ -14,7 +14,7 @@ const execFileAsync = promisify(execFile)
 
 function load(name, mod) {
   const Redlock = mod.default
-  return { name, Redlock, ExecutionError: mod.ExecutionError, ResourceLockedError: mod.ResourceLockedError }
+  return { name, Redlock, Lock: mod.Lock, ExecutionError: mod.ExecutionError, ResourceLockedError: mod.ResourceLockedError }
 }
 
 /** Both implementations, the reference first. */
