@@ -6,7 +6,10 @@ import type { RedisLike } from './index'
 export interface Settings {
   /** Clock drift allowance as a share of the duration. The default value is 0.01. */
   readonly driftFactor: number
-  /** Retries after the first attempt (-1: unlimited). The default value is 10. */
+  /**
+   * Retries after the first attempt, whatever failed (a held key or an unreachable
+   * node); -1: no limit. The default value is 10.
+   */
   readonly retryCount: number
   /** Pause between attempts in ms. The default value is 200. */
   readonly retryDelay: number
@@ -32,7 +35,10 @@ export interface ExecutionResult {
   attempts: ReadonlyArray<Promise<ExecutionStats>>
 }
 
-/** `signal.error` is set to the loss error when the lock is lost. */
+/**
+ * Aborts when the lock is lost; `signal.error` is then an `ExecutionError` with
+ * code ERR_LOCK_LOST (its `cause` lockdog's loss error).
+ */
 export type RedlockAbortSignal = AbortSignal & { error?: Error }
 
 /** A resource is held by another owner on a node. */
