@@ -5,6 +5,7 @@
 // servers (and Redis Clusters) started here and stopped by PID.
 
 const { execFile } = require('node:child_process')
+const fs = require('node:fs')
 const { promisify } = require('node:util')
 const { describe, test, before, after } = require('node:test')
 const Redis = require('ioredis')
@@ -34,6 +35,7 @@ function killAll() {
     try {
       if (s.pid) process.kill(s.pid, 'SIGKILL')
     } catch {}
+    fs.rmSync(s.dir, { recursive: true, force: true })
   }
 }
 process.once('exit', killAll)
