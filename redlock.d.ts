@@ -1,33 +1,44 @@
 // `lockdog/redlock`: the redlock v5 API on lockdog's native quorum lock.
 
 import type { EventEmitter } from 'node:events'
-import type { LockError, RedisLike } from './index'
+import type { RedisLike } from './index'
 
 export interface Settings {
   /** Clock drift allowance as a share of the duration. The default value is 0.01. */
   readonly driftFactor: number
-  /** Retries after the first attempt (-1: unlimited). The default value is 10. */
+  /**
+   * Retries after the first attempt, whatever failed (a held key or an unreachable
+   * node); -1: no limit. The default value is 10.
+   */
   readonly retryCount: number
   /** Pause between attempts in ms. The default value is 200. */
   readonly retryDelay: number
   /** Random extra pause of 0..retryJitter ms. The default value is 100. */
   readonly retryJitter: number
-  /** Accepted for compatibility; `using` renews natively every duration / 3. The default value is 500. */
+  /**
+   * `using` refuses a duration under this + 100 ms, as redlock does; the renewal
+   * itself is native, every duration / 3. The default value is 500.
+   */
   readonly automaticExtensionThreshold: number
 }
 
 export interface ExecutionStats {
   readonly membershipSize: number
   readonly quorumSize: number
-  readonly votesFor: Set<unknown>
-  readonly votesAgainst: Map<unknown, Error>
+  /** The clients (as given to the constructor) that voted for the operation. */
+  readonly votesFor: Set<RedisLike>
+  /** The clients that voted against, each with its reason (`ResourceLockedError` when held). */
+  readonly votesAgainst: Map<RedisLike, Error>
 }
 
 export interface ExecutionResult {
   attempts: ReadonlyArray<Promise<ExecutionStats>>
 }
 
-/** `signal.error` is set to the loss error when the lock is lost. */
+/**
+ * Aborts when the lock is lost; `signal.error` is then an `ExecutionError` with
+ * code ERR_LOCK_LOST (its `cause` lockdog's loss error).
+ */
 export type RedlockAbortSignal = AbortSignal & { error?: Error }
 
 /** A resource is held by another owner on a node. */
@@ -35,18 +46,19 @@ export declare class ResourceLockedError extends Error {
   constructor(message: string)
 }
 
-/** No quorum (or the lock is gone); `code` is a lockdog error code, `nodes` the per-node answers. */
+/**
+ * No quorum within the retry window (`attempts`: one promise of votes per attempt).
+ * `code` is ERR_LOCK_QUORUM, or ERR_LOCK_LOST when `using` found its lock gone
+ * (then `cause` is the routine's result or error).
+ */
 export declare class ExecutionError extends Error {
-  constructor(message: string, attempts?: ReadonlyArray<Promise<ExecutionStats>>)
+  constructor(message: string, attempts: ReadonlyArray<Promise<ExecutionStats>>)
   readonly attempts: ReadonlyArray<Promise<ExecutionStats>>
-  /** The lockdog code: ERR_LOCK_QUORUM, ERR_LOCK_TAKEN, ERR_LOCK_TIMEOUT, ERR_LOCK_LOST, ... */
-  readonly code: LockError['code']
-  /** Per-node answers of the last attempt. */
-  readonly nodes: LockError['nodes']
-  readonly key?: string
+  code: 'ERR_LOCK_QUORUM' | 'ERR_LOCK_LOST'
 }
 
 export declare class Lock {
+  constructor(redlock: Redlock, resources: string[], value: string, attempts: ReadonlyArray<Promise<ExecutionStats>>, expiration: number)
   readonly redlock: Redlock
   readonly resources: string[]
   readonly value: string
@@ -58,9 +70,12 @@ export declare class Lock {
 }
 
 export declare class Redlock extends EventEmitter {
-  /** One client (ioredis, node-redis, URL or options) per independent Redis master. */
+  /**
+   * One client (ioredis, node-redis, URL or options) per independent Redis master,
+   * or a single ioredis `Cluster`. Custom `scripts` are not supported (they throw).
+   */
   constructor(clients: Iterable<RedisLike>, settings?: Partial<Settings>, scripts?: unknown)
-  readonly clients: RedisLike[]
+  readonly clients: Set<RedisLike>
   readonly settings: Settings
   acquire(resources: string[], duration: number, settings?: Partial<Settings>): Promise<Lock>
   release(lock: Lock, settings?: Partial<Settings>): Promise<ExecutionResult>

@@ -1,17 +1,20 @@
 'use strict'
 
-// A drop-in for the `redlock` package (v5 API) on lockdog's native quorum lock:
-// `new Redlock(clients, settings)`, `acquire`, `release`, `extend`, `using`,
-// `on('error')`, `ExecutionError`, `ResourceLockedError`. Keys are stored as
-// redlock stores them: the resource name holds the lock's value.
+// A drop-in for the `redlock` package (5.0.0-beta.2) on lockdog's native quorum
+// lock. Every operation runs as redlock runs it: attempts of one try each, votes
+// per client (`votesFor` a Set of the given clients, `votesAgainst` a Map
+// client -> Error), an 'error' event per vote against, `retryCount + 1`
+// attempts `retryDelay ± retryJitter` apart, whatever made the votes fail (a
+// held key or an unreachable node). Keys are stored as redlock stores them:
+// each resource name holds the lock's value. The deliberate differences are
+// listed in the README's migration section.
 
 const { EventEmitter } = require('node:events')
+const { randomUUID } = require('node:crypto')
 const { LockClient } = require('./client')
-const { LockError, invalidType, invalidValue } = require('./errors')
-const { keyList, assertFunction } = require('./validate')
+const { invalidType, invalidValue } = require('./errors')
+const { keyList } = require('./validate')
 const { connectionOf } = require('./compat')
-
-const MAX_MS = 2 ** 31 - 1
 
 const DEFAULT_SETTINGS = Object.freeze({
   driftFactor: 0.01,
@@ -21,7 +24,12 @@ const DEFAULT_SETTINGS = Object.freeze({
   automaticExtensionThreshold: 500,
 })
 
-/** A resource is held by another owner on a node. */
+const DURATION_MESSAGE = 'Duration must be an integer value in milliseconds.'
+const QUORUM_MESSAGE = 'The operation was unable to achieve a quorum during its retry window.'
+// What ioredis says for a node it cannot reach; lockdog's own detail is the `cause`.
+const UNREACHABLE_MESSAGE = 'Connection is closed.'
+
+/** A resource is held by another value on a node (redlock's wording: "applied to: N of M"). */
 class ResourceLockedError extends Error {
   constructor(message) {
     super(message)
@@ -30,205 +38,412 @@ class ResourceLockedError extends Error {
 }
 
 /**
- * An operation could not reach a quorum; `attempts` are its per-attempt stats
- * (as redlock has them), `code` and `nodes` lockdog's detail.
+ * An operation could not reach a quorum within its retry window. `attempts` are
+ * promises of each attempt's votes; `code` is lockdog's code (ERR_LOCK_QUORUM,
+ * or ERR_LOCK_LOST when `using` found its lock gone).
  */
 class ExecutionError extends Error {
   constructor(message, attempts = [], detail = {}) {
     super(message, 'cause' in detail ? { cause: detail.cause } : undefined)
     this.name = 'ExecutionError'
-    this.code = detail.code || 'ERR_LOCK_QUORUM'
-    if (detail.key != null) this.key = detail.key
-    this.nodes = detail.nodes || []
     this.attempts = attempts
+    this.code = detail.code || 'ERR_LOCK_QUORUM'
   }
 }
 
-function checkSettings(settings, name = 'settings') {
-  if (settings === undefined || settings === null) return {}
-  if (typeof settings !== 'object' || Array.isArray(settings)) throw invalidType(name, 'of type object', settings)
-  const out = {}
-  for (const key of Object.keys(DEFAULT_SETTINGS)) {
-    if (!Object.hasOwn(settings, key) || settings[key] === undefined) continue
-    if (typeof settings[key] !== 'number') throw invalidType(`${name}.${key}`, 'of type number', settings[key])
-    out[key] = settings[key]
-  }
-  return out
-}
-
-function duration(value, name = 'duration') {
-  if (typeof value !== 'number') throw invalidType(name, 'of type number', value)
-  return value
-}
-
-/** A lock as redlock returns it. `expiration` is a wall-clock ms timestamp. */
+/** A lock as redlock returns it; `expiration` is a wall-clock ms timestamp. */
 class Lock {
-  constructor(redlock, inner, resources, attempts, settings) {
+  constructor(redlock, resources, value, attempts, expiration) {
     this.redlock = redlock
     this.resources = resources
-    this.value = inner.token
+    this.value = value
     this.attempts = attempts
-    this.expiration = inner.remaining > 0 ? Date.now() + Math.floor(inner.remaining) : 0
-    this.settings = settings
-    Object.defineProperty(this, 'inner', { value: inner, enumerable: false })
+    this.expiration = expiration
   }
 
-  /** Releases on every node. Never throws because the lock already expired. */
-  release() {
+  async release() {
     return this.redlock.release(this)
   }
 
-  /** Extends by `duration` ms; resolves a new Lock (this one's expiration becomes 0). */
-  extend(duration) {
+  async extend(duration) {
     return this.redlock.extend(this, duration)
   }
 }
 
+/** The native lock behind each Lock (several Lock objects share one after `extend`). */
+const innerOf = new WeakMap()
+
+/**
+ * When a lock's validity ends (wall clock): the core's validity, counted from
+ * the attempt that succeeded. Without resources, as redlock counts it.
+ */
+function expiration(inner, start, duration, settings, clientDrift) {
+  const drift = (factor) => Math.round(factor * duration) + 2
+  if (!inner) return start + duration - drift(settings.driftFactor)
+  // The core's validity allows for the constructor's driftFactor; a call's own replaces it.
+  return Date.now() + Math.floor(inner.remaining) + drift(clientDrift) - drift(settings.driftFactor)
+}
+
+/** redlock's error, class and message, with lockdog's stable `code`. */
+function coded(error, code) {
+  error.code = code
+  return error
+}
+
+function checkDuration(duration) {
+  if (Math.floor(duration) !== duration) throw coded(new Error(DURATION_MESSAGE), 'ERR_INVALID_ARG_VALUE')
+}
+
+const isInt = (v) => Number.isSafeInteger(v)
+/** What each setting must be; a wrong one is refused rather than replaced by a default. */
+const SETTING_RULES = {
+  driftFactor: [(v) => Number.isFinite(v) && v >= 0 && v < 1, 'a number >= 0 and < 1'],
+  retryCount: [(v) => (isInt(v) && v >= -1) || v === Infinity, 'an integer >= -1 (-1: no limit)'],
+  retryDelay: [(v) => isInt(v) && v >= 0, 'an integer >= 0'],
+  retryJitter: [(v) => isInt(v) && v >= 0, 'an integer >= 0'],
+  automaticExtensionThreshold: [(v) => isInt(v) && v >= 0, 'an integer >= 0'],
+}
+
+/** Checks settings as given to the constructor or to one call; undefined ones are left out. */
+function checkSettings(settings, name) {
+  if (settings === undefined || settings === null) return {}
+  if (typeof settings !== 'object' || Array.isArray(settings)) throw invalidType(name, 'of type object', settings)
+  const out = {}
+  for (const [key, [ok, what]] of Object.entries(SETTING_RULES)) {
+    const v = settings[key]
+    if (v === undefined) continue
+    if (typeof v !== 'number') throw invalidType(`${name}.${key}`, 'of type number', v)
+    if (!ok(v)) throw invalidValue(`${name}.${key}`, `must be ${what}. Received ${v}`)
+    out[key] = v
+  }
+  return out
+}
+
+/** The Lock `lock` if this module made it, else a typed error. */
+function checkLock(lock) {
+  if (!(lock instanceof Lock) || !Array.isArray(lock.resources)) {
+    throw invalidType('lock', 'a Lock returned by acquire or extend', lock)
+  }
+  if (lock.resources.length > 0 && !innerOf.has(lock)) {
+    // lockdog releases and extends the locks it took; a Lock rebuilt from a stored value is not one.
+    throw invalidValue('lock', 'was not returned by acquire or extend of lockdog/redlock')
+  }
+}
+
+/** An ioredis `Cluster`: its seed nodes as URLs, and the key prefix it applies. */
+function clusterOf(client) {
+  if (!client || typeof client !== 'object' || client.isCluster !== true) return null
+  const o = client.options || {}
+  const auth = o.redisOptions || {}
+  const seeds = (client.startupNodes || []).map((n) => {
+    if (typeof n === 'string') return n.includes('://') ? n : `redis://${n}`
+    if (typeof n === 'number') return `redis://127.0.0.1:${n}`
+    return connectionOf({ host: n.host, port: n.port, username: auth.username, password: auth.password }).url
+  })
+  if (seeds.length === 0) throw invalidValue('clients', 'holds an ioredis Cluster without startup nodes')
+  return { seeds, keyPrefix: o.keyPrefix || '' }
+}
+
+/** One LockClient for the members: plain nodes form a quorum; one Cluster member is one cluster node. */
+function lockClientFor(clients, driftFactor) {
+  const clusters = clients.map(clusterOf)
+  if (clusters.some(Boolean)) {
+    if (clients.length !== 1) {
+      throw invalidValue('clients', 'may hold a Redis Cluster only as its only member (a quorum of clusters is not supported)')
+    }
+    return new LockClient({ cluster: clusters[0].seeds, keyPrefix: clusters[0].keyPrefix, driftFactor })
+  }
+  const conns = clients.map((c, i) => connectionOf(c, `clients[${i}]`))
+  const tls = conns.find((c) => c.tls)
+  return new LockClient({
+    nodes: conns.map((c) => c.url),
+    keyPrefix: conns[0].keyPrefix || '',
+    driftFactor,
+    ...(tls ? { tls: tls.tls } : {}),
+  })
+}
+
 class Redlock extends EventEmitter {
+  #client
+  #members
+  /** Node faults the core reported (`{ index, answer, node, detail, at }`), kept while an attempt may claim them. */
+  #faults = []
+  /** Start times of the attempts in flight (by a token of each attempt). */
+  #inflight = new Map()
+
   /**
-   * @param clients ioredis or node-redis clients, URLs or `{ host, port, ... }`,
-   *   one per independent Redis master.
+   * @param clients ioredis clients (or node-redis clients, URLs, options), one per
+   *   independent Redis master, or one ioredis `Cluster`.
    */
-  constructor(clients, settings = {}, scripts = undefined) {
+  constructor(clients, settings = {}, scripts = {}) {
     super()
-    if (!clients || typeof clients[Symbol.iterator] !== 'function' || typeof clients === 'string') {
-      throw invalidType('clients', 'an array of Redis clients', clients)
+    // As in redlock: a listener of its own, so an 'error' never crashes the process.
+    this.on('error', () => {})
+    if (clients == null || typeof clients[Symbol.iterator] !== 'function' || typeof clients === 'string') {
+      throw invalidType('clients', 'an iterable of Redis clients', clients)
     }
-    this.clients = [...clients]
-    if (this.clients.length === 0) throw invalidValue('clients', 'must contain at least one Redis client')
-    void scripts // custom scripts are not supported: lockdog's are token-checked and fixed
-    this.settings = { ...DEFAULT_SETTINGS, ...checkSettings(settings) }
-    const conns = this.clients.map((c, i) => connectionOf(c, `clients[${i}]`))
-    this.client = new LockClient({
-      nodes: conns.map((c) => c.url),
-      keyPrefix: conns[0].keyPrefix || '',
-      driftFactor: this.settings.driftFactor,
-      ...(conns.find((c) => c.tls) ? { tls: conns.find((c) => c.tls).tls } : {}),
-    })
-    this.client.on('error', (err) => {
-      if (this.listenerCount('error') > 0) this.emit('error', err)
-    })
-  }
-
-  #resolve(settings) {
-    return { ...this.settings, ...checkSettings(settings) }
-  }
-
-  #options(s, ttl, autoRenew) {
-    const unlimited = s.retryCount === -1 || s.retryCount === Infinity
-    return {
-      ttl,
-      autoRenew,
-      retryCount: unlimited ? Infinity : s.retryCount,
-      retryDelay: s.retryDelay,
-      retryJitter: s.retryJitter,
-      waitTimeout: MAX_MS,
+    this.clients = new Set(clients)
+    if (this.clients.size === 0) {
+      throw coded(new Error('Redlock must be instantiated with at least one redis client.'), 'ERR_INVALID_ARG_VALUE')
     }
-  }
-
-  #stats(nodes) {
-    const votesFor = new Set()
-    const votesAgainst = new Map()
-    nodes.forEach((n, i) => {
-      const client = this.clients[i]
-      if (n.answer === 'ok') votesFor.add(client)
-      else if (n.answer === 'held') votesAgainst.set(client, new ResourceLockedError(`${n.node}: ${n.detail}`))
-      else votesAgainst.set(client, new Error(`${n.node}: ${n.detail}`))
-    })
-    const membershipSize = this.clients.length
-    return { membershipSize, quorumSize: Math.floor(membershipSize / 2) + 1, votesFor, votesAgainst }
-  }
-
-  #attempts(count, nodes) {
-    // Per-node answers are known for the last attempt; earlier ones only by count.
-    const list = []
-    for (let i = 1; i < count; i++) list.push(Promise.resolve(this.#stats([])))
-    if (count > 0) list.push(Promise.resolve(this.#stats(nodes)))
-    return list
-  }
-
-  #executionError(err) {
-    if (!(err instanceof LockError)) return err
-    const message = err.code === 'ERR_LOCK_TAKEN' || err.code === 'ERR_LOCK_TIMEOUT'
-      ? `The operation was unable to achieve a quorum during its retry window: ${err.message}`
-      : err.message
-    return new ExecutionError(message, this.#attempts(err.attempts || 1, err.nodes || []), { ...err, cause: err })
-  }
-
-  /** Acquires `resources` (all of them, one lock) for `duration` ms. Not renewed: use `extend` or `using`. */
-  acquire(resources, duration_, settings) {
-    const keys = keyList(resources, 'resources')
-    const ttl = duration(duration_)
-    const s = this.#resolve(settings)
-    return this.#acquire(keys, ttl, s, false)
-  }
-
-  async #acquire(keys, ttl, s, autoRenew, extra = {}) {
-    let inner
-    try {
-      inner = await this.client.acquire(keys, { ...this.#options(s, ttl, autoRenew), ...extra })
-    } catch (e) {
-      throw this.#executionError(e)
+    if (scripts && Object.values(scripts).some((s) => typeof s === 'function')) {
+      throw invalidValue('scripts', 'cannot modify lockdog\'s scripts (they are token-checked and fixed)')
     }
-    return new Lock(this, inner, keys, this.#attempts(inner.attempts, this.client.nodes.map((node) => ({ node, answer: 'ok', detail: 'ok' }))), s)
-  }
-
-  /** Releases `lock` on every node; resolves `{ attempts }`. An expired lock is not an error. */
-  async release(lock, settings) {
-    if (!(lock instanceof Lock)) throw invalidType('lock', 'a Lock', lock)
-    void settings
-    lock.expiration = 0
-    try {
-      await lock.inner.release()
-    } catch (e) {
-      throw this.#executionError(e)
-    }
-    return { attempts: this.#attempts(1, this.client.nodes.map((node) => ({ node, answer: 'ok', detail: 'ok' }))) }
-  }
-
-  /** Extends `lock` by `duration` ms (same value, same settings); resolves a new Lock. */
-  async extend(lock, duration_, settings) {
-    if (!(lock instanceof Lock)) throw invalidType('lock', 'a Lock', lock)
-    const ttl = duration(duration_)
-    const s = { ...lock.settings, ...checkSettings(settings) }
-    if (lock.expiration < Date.now() || !lock.inner.held) {
-      throw new ExecutionError('Cannot extend an already-expired lock.', [], { code: 'ERR_LOCK_LOST', key: lock.resources.join(', ') })
-    }
-    try {
-      await lock.inner.extend(ttl)
-    } catch (e) {
-      throw this.#executionError(e)
-    }
-    lock.expiration = 0
-    return new Lock(this, lock.inner, lock.resources, this.#attempts(1, this.client.nodes.map((node) => ({ node, answer: 'ok', detail: 'ok' }))), s)
+    this.settings = { ...DEFAULT_SETTINGS, ...checkSettings(settings, 'settings') }
+    this.#members = [...this.clients]
+    this.#client = lockClientFor(this.#members, this.settings.driftFactor)
+    const names = this.#client.nodes
+    this.#client.on('error', (err) => this.#fault(err, names))
   }
 
   /**
-   * Runs `routine(signal)` while holding `resources`, renewed by the native
-   * watchdog; `signal.aborted` (with `signal.error`) tells the routine the lock
-   * was lost. Releases when the routine settles and resolves its result.
+   * A node fault the core reported. During an attempt, the attempt's votes
+   * carry it (a successful attempt learns its minority faults only this way);
+   * otherwise (a renewal in `using`) it is emitted at once.
    */
-  async using(resources, duration_, settingsOrRoutine, maybeRoutine) {
-    const routine = typeof settingsOrRoutine === 'function' ? settingsOrRoutine : maybeRoutine
-    const settings = typeof settingsOrRoutine === 'function' ? undefined : settingsOrRoutine
-    const keys = keyList(resources, 'resources')
-    const ttl = duration(duration_)
-    assertFunction(routine, 'routine')
-    const s = this.#resolve(settings)
-    const lock = await this.#acquire(keys, ttl, s, true)
-    const signal = lock.inner.signal
-    signal.addEventListener('abort', () => { signal.error = signal.reason }, { once: true })
-    try {
-      return await routine(signal)
-    } finally {
-      await lock.inner.release().catch(() => false)
+  #fault(err, names) {
+    const node = err.nodes && err.nodes[0]
+    const index = node ? names.indexOf(node.node) : -1
+    const at = performance.now()
+    if (this.#inflight.size > 0 && index >= 0) {
+      this.#faults.push({ index, answer: node.answer, node: node.node, detail: node.detail, at })
+      return
+    }
+    this.#emitError(node && node.answer === 'error' ? new Error(node.detail, { cause: err }) : new Error(UNREACHABLE_MESSAGE, { cause: err }))
+  }
+
+  /** The faults reported since `start`, by member index; forgets those no attempt can claim. */
+  #faultsSince(start) {
+    const oldest = Math.min(start, ...this.#inflight.values())
+    this.#faults = this.#faults.filter((f) => f.at >= oldest)
+    const out = new Map()
+    for (const f of this.#faults) if (f.at >= start && !out.has(f.index)) out.set(f.index, f)
+    return out
+  }
+
+  /** Quits the given clients and closes lockdog's own connections. */
+  async quit() {
+    await this.#client.close()
+    await Promise.all(this.#members.map((c) => (c && typeof c.quit === 'function' ? c.quit() : undefined)))
+  }
+
+  #emitError(error) {
+    // Emitting without a listener would throw; someone may have removed ours.
+    if (this.listenerCount('error') > 0) this.emit('error', error)
+  }
+
+  /** The votes of one attempt from the core's per-node answers (`ok` is a vote for). */
+  #votes(answers, keyCount, fallback) {
+    const stats = {
+      membershipSize: this.#members.length,
+      quorumSize: Math.floor(this.#members.length / 2) + 1,
+      votesFor: new Set(),
+      votesAgainst: new Map(),
+    }
+    this.#members.forEach((client, i) => {
+      const a = answers ? answers[i] : null
+      let error = null
+      if (a == null) error = fallback
+      else if (a.answer === 'held' || a.answer === 'not-held') {
+        error = new ResourceLockedError(`The operation was applied to: 0 of the ${keyCount} requested resources.`)
+      } else if (a.answer === 'unreachable' || a.answer === 'timeout') {
+        error = new Error(UNREACHABLE_MESSAGE, { cause: new Error(`${a.node}: ${a.detail}`) })
+      } else if (a.answer !== 'ok') error = new Error(a.detail)
+      if (error) {
+        stats.votesAgainst.set(client, error)
+        this.#emitError(error)
+      } else stats.votesFor.add(client)
+    })
+    return stats
+  }
+
+  /** The votes of an attempt that failed as a whole with `err` (a LockError or an argument error). */
+  #votesOf(err, keyCount) {
+    if (Array.isArray(err.nodes) && err.nodes.length === this.#members.length) {
+      return this.#votes(err.nodes, keyCount, null)
+    }
+    const answer = { ERR_LOCK_TAKEN: 'held', ERR_LOCK_LOST: 'not-held', ERR_LOCK_CONNECTION: 'unreachable' }[err.code]
+    const detail = err.message
+    if (answer) return this.#votes(this.#members.map(() => ({ answer, node: '', detail })), keyCount, null)
+    // Any other failure is a vote against on every member, each its own error object.
+    return this.#votes(null, keyCount, err)
+  }
+
+  /**
+   * redlock's executor: `attempt()` resolves `{ ok, stats }`; retried up to
+   * `retryCount` times (-1: no limit); resolves the attempts, or rejects an
+   * ExecutionError with them.
+   */
+  async #execute(attempt, settings) {
+    const s = settings ? { ...this.settings, ...checkSettings(settings, 'settings') } : this.settings
+    const maxAttempts = s.retryCount === -1 ? Infinity : s.retryCount + 1
+    const attempts = []
+    for (;;) {
+      const { ok, stats, value, final } = await attempt()
+      attempts.push(Promise.resolve(stats))
+      if (ok) return { attempts, value }
+      if (final || attempts.length >= maxAttempts) throw new ExecutionError(QUORUM_MESSAGE, attempts)
+      const pause = Math.max(0, s.retryDelay + Math.floor((Math.random() * 2 - 1) * s.retryJitter))
+      await new Promise((resolve) => setTimeout(resolve, pause))
     }
   }
 
-  /** Closes lockdog's connections and quits the given clients. */
-  async quit() {
-    await this.client.close()
-    await Promise.all(this.clients.map((c) => (c && typeof c.quit === 'function' ? c.quit().catch(() => {}) : undefined)))
+  /**
+   * Runs one native operation as one attempt. A run resolving `false` found the
+   * lock gone or foreign; with `lossIsFinal` no retry can change that.
+   */
+  async #attempt(keyCount, run, lossIsFinal = false) {
+    const start = performance.now()
+    const token = {}
+    this.#inflight.set(token, start)
+    try {
+      const value = await run()
+      if (value === false) return { ok: false, final: lossIsFinal, stats: this.#votesOf({ code: 'ERR_LOCK_LOST', message: '' }, keyCount) }
+      // The core reports a minority's faults as events, which may arrive just after the result.
+      await new Promise((resolve) => setImmediate(resolve))
+      const faults = this.#faultsSince(start)
+      const answers = this.#members.map((_, i) => {
+        const f = faults.get(i)
+        return f ? { answer: f.answer, node: f.node, detail: f.detail } : { answer: 'ok' }
+      })
+      return { ok: true, value, stats: this.#votes(answers, keyCount, null) }
+    } catch (e) {
+      return { ok: false, stats: this.#votesOf(e, keyCount) }
+    } finally {
+      this.#inflight.delete(token)
+    }
+  }
+
+  /** Acquires every resource in `resources` as one lock for `duration` ms (not renewed). */
+  async acquire(resources, duration, settings) {
+    checkDuration(duration)
+    return this.#acquire(resources, duration, settings, false)
+  }
+
+  async #acquire(resources, duration, settings, autoRenew) {
+    const start = Date.now()
+    const s = settings ? { ...this.settings, ...checkSettings(settings, 'settings') } : this.settings
+    const empty = Array.isArray(resources) && resources.length === 0
+    const keyCount = Array.isArray(resources) ? resources.length : 0
+    let last = null
+    const once = () => this.#attempt(keyCount, () => {
+      // No resources: nothing to take, every member agrees (as redlock's script does).
+      if (empty) return null
+      const keys = keyList(resources, 'resources')
+      return this.#client.acquire(keys, { ttl: duration, retryCount: 0, autoRenew }).then((inner) => {
+        last = inner
+        return inner
+      })
+    })
+    let result
+    try {
+      result = await this.#execute(once, settings)
+    } catch (error) {
+      // redlock's cleanup release after a failed acquisition: each member that
+      // does not hold the value votes against it once more. lockdog's core has
+      // already released the attempt's partial hold.
+      if (error instanceof ExecutionError) {
+        const lastStats = await error.attempts[error.attempts.length - 1]
+        for (const [client, vote] of lastStats.votesAgainst) {
+          void client
+          this.#emitError(vote instanceof ResourceLockedError
+            ? new ResourceLockedError(`The operation was applied to: 0 of the ${keyCount} requested resources.`)
+            : vote)
+        }
+      }
+      throw error
+    }
+    const lock = new Lock(this, resources, last ? last.token : randomUUID(), result.attempts,
+      expiration(last, start, duration, s, this.settings.driftFactor))
+    if (last) innerOf.set(lock, last)
+    return lock
+  }
+
+  /**
+   * Releases `lock` on every member. Rejects an ExecutionError when no quorum
+   * held it (already expired or released), after `retryCount` retries, as redlock does.
+   */
+  async release(lock, settings) {
+    checkLock(lock)
+    lock.expiration = 0
+    const inner = innerOf.get(lock)
+    const keyCount = lock.resources.length
+    const { attempts } = await this.#execute(() => this.#attempt(keyCount, () => (inner ? inner.release() : true)), settings)
+    return { attempts }
+  }
+
+  /** Extends `existing` to `duration` ms from now; resolves a new Lock (this one's expiration becomes 0). */
+  async extend(existing, duration, settings) {
+    checkLock(existing)
+    checkDuration(duration)
+    const start = Date.now()
+    if (existing.expiration < Date.now()) throw new ExecutionError('Cannot extend an already-expired lock.', [])
+    const inner = innerOf.get(existing)
+    const keyCount = existing.resources.length
+    const { attempts } = await this.#execute(() => this.#attempt(keyCount, async () => {
+      if (inner) await inner.extend(duration)
+      return true
+    }), settings)
+    existing.expiration = 0
+    const s = settings ? { ...this.settings, ...checkSettings(settings, 'settings') } : this.settings
+    const lock = new Lock(this, existing.resources, existing.value, attempts, expiration(inner, start, duration, s, this.settings.driftFactor))
+    if (inner) innerOf.set(lock, inner)
+    return lock
+  }
+
+  /**
+   * Runs `routine(signal)` holding `resources`, renewed by lockdog's native
+   * watchdog (not a JS timer). If the lock is lost, `signal.error` is set and the
+   * signal aborts. Releases when the routine settles, as redlock does: a release
+   * that finds the lock gone rejects (ExecutionError, code ERR_LOCK_LOST, with
+   * the routine's result or error as `cause`).
+   */
+  async using(resources, duration, settingsOrRoutine, optionalRoutine) {
+    checkDuration(duration)
+    const settings = settingsOrRoutine && typeof settingsOrRoutine !== 'function'
+      ? { ...this.settings, ...checkSettings(settingsOrRoutine, 'settings') }
+      : this.settings
+    const routine = optionalRoutine ?? settingsOrRoutine
+    if (typeof routine !== 'function') throw coded(new Error('INVARIANT: routine is not a function.'), 'ERR_INVALID_ARG_TYPE')
+    if (settings.automaticExtensionThreshold > duration - 100) {
+      throw new Error('A lock `duration` must be at least 100ms greater than the `automaticExtensionThreshold` setting.')
+    }
+    const controller = new AbortController()
+    const signal = controller.signal
+    const lock = await this.#acquire(resources, duration, settings, true)
+    const inner = innerOf.get(lock)
+    let lost = null
+    const onLost = () => {
+      lost = inner.signal.reason
+      signal.error = new ExecutionError(QUORUM_MESSAGE, [], { code: 'ERR_LOCK_LOST', cause: lost })
+      controller.abort()
+    }
+    if (inner) {
+      if (inner.signal.aborted) onLost()
+      else inner.signal.addEventListener('abort', onLost, { once: true })
+    }
+    let outcome
+    try {
+      outcome = { value: await routine(signal) }
+    } catch (error) {
+      outcome = { error }
+    } finally {
+      if (inner) inner.signal.removeEventListener('abort', onLost)
+    }
+    lock.expiration = 0
+    try {
+      // A release that finds the lock gone or foreign is a loss, reported at once:
+      // retrying cannot bring it back, and `using` must settle.
+      await this.#execute(() => this.#attempt(lock.resources.length, () => (inner ? inner.release() : true), true))
+    } catch (error) {
+      if (error instanceof ExecutionError) {
+        error.code = 'ERR_LOCK_LOST'
+        error.cause = 'error' in outcome ? outcome.error : outcome.value
+      }
+      throw error
+    }
+    if ('error' in outcome) throw outcome.error
+    return outcome.value
   }
 }
 

@@ -267,7 +267,9 @@ function cases(url) {
   add('withLock({}, k, fn)', 'typed', () => withLock({}, 'bi:w', fn))
 
   // --- lockdog/redlock ---------------------------------------------------------------
-  for (const c of [undefined, null, 'redis://x', 1, {}, [], [1], [null], [url, url]]) add(`new Redlock(${show(c)})`, 'typed', () => new Redlock(c))
+  for (const c of [undefined, null, 'redis://x', 1, {}, [], [1], [null]]) add(`new Redlock(${show(c)})`, 'typed', () => new Redlock(c))
+  // As in redlock, clients are a Set: the same client twice is one member.
+  add('new Redlock([url, url])', 'ok', () => new Redlock([url, url]).quit())
   for (const s of [5, 'x', [], fn]) add(`new Redlock([url], ${show(s)})`, 'typed', () => new Redlock([url], s))
   for (const [k, v] of [['retryCount', 'x'], ['retryDelay', null], ['driftFactor', 2], ['driftFactor', NaN], ['retryJitter', -1], ['retryDelay', 1.5]]) {
     add(`new Redlock([url], {${k}: ${show(v)}})`, 'typed', async () => {
@@ -280,9 +282,12 @@ function cases(url) {
     })
   }
   const rl = new Redlock([url], { retryCount: 2, retryDelay: 20 })
-  for (const [res, d] of [['bi:rl', '100'], [['bi:rl'], -1], [[], 100], [[1], 100], [['bi:rl'], NaN], [null, 100], [['bi:rl'], Infinity], [['bi:rl'], 2 ** 31], [[''], 100]]) {
+  for (const [res, d] of [['bi:rl', '100'], [['bi:rl'], -1], [[1], 100], [['bi:rl'], NaN], [null, 100], [['bi:rl'], Infinity], [['bi:rl'], 2 ** 53], [[''], 100]]) {
     add(`redlock.acquire(${show(res)}, ${show(d)})`, 'typed', () => rl.acquire(res, d))
   }
+  // As in redlock: no resources is an empty lock, and any safe integer is a duration.
+  add('redlock.acquire([], 100)', 'ok', () => rl.acquire([], 100))
+  add('redlock.acquire(r, 2 ** 31)', 'ok', () => rl.acquire(['bi:rl:big'], 2 ** 31))
   for (const s of [5, 'x', { retryCount: 'x' }, { retryDelay: -1 }]) add(`redlock.acquire(r, 1000, ${show(s)})`, 'typed', () => rl.acquire(['bi:rl'], 1000, s))
   for (const l of [undefined, null, {}, { value: 'x', resources: ['bi:rl'] }, 'lock']) {
     add(`redlock.release(${show(l)})`, 'typed', () => rl.release(l))
