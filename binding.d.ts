@@ -100,7 +100,7 @@ export declare class NativeLock {
 
 /** Settings of one acquisition; unset fields take the client's defaults. */
 export interface AcquireOptions {
-  /** Lease length in ms (1 ..= 2147483647). The default value is the client's `ttl` (30000). */
+  /** Lease length in ms (1 ..= `Number.MAX_SAFE_INTEGER`). The default value is the client's `ttl` (30000). */
   ttl?: number
   /**
    * Retries after the first attempt while another owner holds the lock

@@ -4,7 +4,7 @@
 
 mod support;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use lockdog::core::{Client, ClientConfig, ErrorCode};
 use tokio_util::sync::CancellationToken;
@@ -138,5 +138,63 @@ async fn a_renewal_in_flight_never_lands_after_an_extend() {
         );
     }
     assert!(lock.release().await.expect("released"));
+    locks.close().await;
+}
+
+/// Leases are not timers: a ttl of `Number.MAX_SAFE_INTEGER` ms (2^53 − 1) is
+/// sent to Redis as is, the watchdog does not overflow scheduling it, and an
+/// extend to three times that works because Redis takes 64-bit PX values. An
+/// extend past what Redis accepts fails with its error reply and leaves the
+/// lease alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_of_max_safe_integer_ms_is_sent_whole_and_extends_as_redis_allows() {
+    const MAX_SAFE: u64 = (1 << 53) - 1;
+    let server = RedisServer::start();
+    let cfg = config(&[&server]);
+    let k = key(&cfg, "res");
+    let locks = Client::new(cfg, None).expect("valid config");
+    let lock = locks
+        .acquire(
+            vec!["res".into()],
+            &opts(MAX_SAFE),
+            CancellationToken::new(),
+        )
+        .await
+        .expect("acquired with a 2^53 - 1 ms lease");
+    let pttl = server.pttl(&k).await;
+    assert!(
+        pttl > (MAX_SAFE - 60_000) as i64 && pttl <= MAX_SAFE as i64,
+        "PTTL {pttl}, expected about {MAX_SAFE}"
+    );
+    assert!(lock.is_held());
+    // Validity: ttl less the 1% drift allowance, exact to the µs it is kept in.
+    let remaining = lock.remaining().as_millis();
+    let expected = u128::from(MAX_SAFE - MAX_SAFE / 100);
+    assert!(
+        remaining > expected - 60_000 && remaining <= expected,
+        "remaining {remaining} ms, expected about {expected}"
+    );
+
+    lock.extend(ms(3 * MAX_SAFE)).await.expect("Redis takes it");
+    let pttl = server.pttl(&k).await;
+    assert!(pttl > (2 * MAX_SAFE) as i64, "PTTL {pttl} after extend");
+    assert_eq!(lock.ttl(), ms(3 * MAX_SAFE));
+
+    // i64::MAX ms from now overflows Redis's absolute expiry: it refuses.
+    let err = lock
+        .extend(ms(i64::MAX as u64))
+        .await
+        .expect_err("Redis rejects the expiry");
+    assert_eq!(err.code, ErrorCode::Redis, "{err}");
+    assert!(lock.is_held(), "a refused extend leaves the lock held");
+    assert!(server.pttl(&k).await > (2 * MAX_SAFE) as i64);
+    // Even a Duration no millisecond count can hold is refused, not a panic.
+    let err = lock.extend(Duration::MAX).await.expect_err("refused");
+    assert!(
+        matches!(err.code, ErrorCode::Redis | ErrorCode::OutOfRange),
+        "{err}"
+    );
+    assert!(lock.release().await.expect("released"));
+    assert_eq!(server.pttl(&k).await, -2);
     locks.close().await;
 }

@@ -2,7 +2,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use crate::binding::errors::to_napi;
-use crate::core::config::millis;
+use crate::core::config::lease_millis;
 use crate::core::lock::Status;
 use crate::core::Lock;
 
@@ -110,7 +110,7 @@ impl NativeLock {
     /// keep that lease. Never recreates a key that is gone.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn extend<'env>(&self, env: &'env Env, ttl: f64) -> Result<PromiseRaw<'env, ()>> {
-        let ttl = millis("ttl", ttl, 1).map_err(to_napi)?;
+        let ttl = lease_millis("ttl", ttl, 1).map_err(to_napi)?;
         let lock = self.lock.clone();
         env.spawn_future(async move { lock.extend(ttl).await.map_err(to_napi) })
     }

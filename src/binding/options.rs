@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use napi_derive::napi;
 
-use crate::core::config::{self, millis, whole_number, ClientConfig};
+use crate::core::config::{self, lease_millis, millis, whole_number, ClientConfig};
 use crate::core::stats::StatsSnapshot;
 use crate::core::{self as core, LockError};
 
@@ -92,7 +92,7 @@ pub struct TlsOptions {
 #[napi(object, object_to_js = false)]
 #[derive(Default)]
 pub struct AcquireOptions {
-    /// Lease length in ms (1 ..= 2147483647). The default value is the client's `ttl` (30000).
+    /// Lease length in ms (1 ..= `Number.MAX_SAFE_INTEGER`). The default value is the client's `ttl` (30000).
     pub ttl: Option<f64>,
     /// Retries after the first attempt while another owner holds the lock
     /// (`Infinity` or -1: no limit but `waitTimeout`). The default value is `Infinity`.
@@ -165,6 +165,10 @@ fn opt_millis(name: &str, v: Option<f64>, min: u64) -> Result<Option<Duration>, 
     v.map(|v| millis(name, v, min)).transpose()
 }
 
+fn opt_lease(name: &str, v: Option<f64>, min: u64) -> Result<Option<Duration>, LockError> {
+    v.map(|v| lease_millis(name, v, min)).transpose()
+}
+
 /// `Infinity` as the longest wait a timer can express.
 fn infinite_as_max(v: f64) -> f64 {
     if v == f64::INFINITY {
@@ -190,22 +194,22 @@ fn max_hold(v: Option<f64>) -> Result<Option<Option<Duration>>, LockError> {
     match v {
         None => Ok(None),
         Some(v) if v == f64::INFINITY => Ok(Some(None)),
-        Some(v) => millis("maxHold", v, 1).map(|d| Some(Some(d))),
+        Some(v) => lease_millis("maxHold", v, 1).map(|d| Some(Some(d))),
     }
 }
 
 impl AcquireOptions {
     pub fn to_core(&self) -> Result<core::AcquireOptions, LockError> {
         let o = core::AcquireOptions {
-            ttl: opt_millis("ttl", self.ttl, 1)?,
+            ttl: opt_lease("ttl", self.ttl, 1)?,
             retry_count: retry_count(self.retry_count)?,
             retry_delay: opt_millis("retryDelay", self.retry_delay, 0)?,
             retry_jitter: opt_millis("retryJitter", self.retry_jitter, 0)?,
             wait_timeout: opt_millis("waitTimeout", self.wait_timeout.map(infinite_as_max), 0)?,
             max_hold: max_hold(self.max_hold)?,
-            renew_interval: opt_millis("renewInterval", self.renew_interval, 1)?,
+            renew_interval: opt_lease("renewInterval", self.renew_interval, 1)?,
             auto_renew: self.auto_renew,
-            min_validity: opt_millis("minValidity", self.min_validity, 1)?,
+            min_validity: opt_lease("minValidity", self.min_validity, 1)?,
             wait_replicas: self
                 .wait_replicas
                 .map(|v| {

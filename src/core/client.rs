@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::core::broken::{self, Broken};
 use crate::core::config::{lock_keys, AcquireOptions, AcquireSpec, ClientConfig};
 use crate::core::error::{ErrorCode, LockError, NodeAnswer, NodeReport, Result};
-use crate::core::lock::{LockState, NewLock, Status};
+use crate::core::lock::{later, ms_of, LockState, NewLock, Status};
 use crate::core::node::{single_node_error, Node, Renewal};
 use crate::core::slot;
 use crate::core::stats::{Stats, StatsSnapshot};
@@ -433,14 +433,7 @@ impl Inner {
             let timeout = self.cfg.node_timeout_for(ttl);
             let started = Instant::now();
             let (answer, fence, replicas) = node
-                .acquire_acked(
-                    script_keys,
-                    locked,
-                    token,
-                    ttl.as_millis() as u64,
-                    timeout,
-                    acked,
-                )
+                .acquire_acked(script_keys, locked, token, ms_of(ttl), timeout, acked)
                 .await;
             return (vec![answer], fence, started, replicas);
         }
@@ -457,7 +450,7 @@ impl Inner {
             }
         }))
         .await;
-        let ttl_ms = ttl.as_millis() as u64;
+        let ttl_ms = ms_of(ttl);
         let started = Instant::now();
         let replies = join_all(self.nodes.iter().zip(cons).map(|(node, con)| async move {
             match con {
@@ -546,10 +539,10 @@ impl Inner {
                     token,
                     attempts,
                     acquired_at: started,
-                    deadline: started + spec.ttl - drift,
+                    deadline: later(started, spec.ttl.saturating_sub(drift)),
                     ttl: spec.ttl,
                     renew_every: spec.renew_interval,
-                    hold_until: spec.max_hold.map(|h| started + h),
+                    hold_until: spec.max_hold.map(|h| later(started, h)),
                     auto_renew: spec.auto_renew,
                     fence: self.cfg.fencing.then_some(fence),
                     wait_replicas: spec.wait_replicas,
@@ -754,7 +747,7 @@ impl Inner {
     fn lose(self: &Arc<Self>, state: &Arc<LockState>, why: LockError) {
         if broken::mode() == Broken::SwallowFailures {
             // Broken on purpose: keep believing in the lock and keep renewing.
-            state.set_deadline(Instant::now() + state.ttl());
+            state.set_deadline(later(Instant::now(), state.ttl()));
             self.watchdog.watch(state.clone());
             return;
         }
@@ -836,7 +829,7 @@ impl Inner {
             .map(|(s, ttl)| Renewal {
                 keys: &s.keys,
                 token: &s.token,
-                ttl_ms: (ttl.as_millis() as u64).max(1),
+                ttl_ms: ms_of(*ttl).max(1),
             })
             .collect();
         let shortest = ttls.iter().min().copied().unwrap_or_default();
@@ -918,7 +911,7 @@ impl Inner {
             return false;
         }
         let t = tally(answers);
-        let deadline = started + ttl.saturating_sub(self.cfg.drift_for(ttl));
+        let deadline = later(started, ttl.saturating_sub(self.cfg.drift_for(ttl)));
         if t.ok >= self.quorum() {
             // Each PEXPIRE replaces the key's TTL, so the new deadline replaces the old one.
             state.set_deadline(deadline);
@@ -1148,7 +1141,7 @@ impl Lock {
         let renewal = [Renewal {
             keys: &state.keys,
             token: &state.token,
-            ttl_ms: ttl.as_millis() as u64,
+            ttl_ms: ms_of(ttl),
         }];
         let timeout = inner.cfg.node_timeout_for(ttl);
         let answers: Vec<NodeAnswer> = match (state.wait_replicas, inner.nodes.as_slice()) {
@@ -1170,7 +1163,7 @@ impl Lock {
         };
         inner.report_faults(&answers);
         let t = tally(&answers);
-        let deadline = started + ttl.saturating_sub(inner.cfg.drift_for(ttl));
+        let deadline = later(started, ttl.saturating_sub(inner.cfg.drift_for(ttl)));
         if state.status() != Status::Held {
             return Err(state
                 .loss()

@@ -4,8 +4,12 @@ use std::time::Duration;
 
 use crate::core::error::{LockError, Result};
 
-/// Largest duration accepted anywhere, in ms (what a 32-bit signed timer can hold).
+/// Largest wait, delay or timeout accepted, in ms (what a 32-bit signed timer can hold).
 pub const MAX_MS: u64 = 2_147_483_647;
+/// Largest lease accepted, in ms: every whole number a JS number holds exactly
+/// (`Number.MAX_SAFE_INTEGER`). Redis takes 64-bit PX values, and no timer is
+/// armed for a lease's full length, so the timer limit does not apply.
+pub const MAX_LEASE_MS: u64 = (1 << 53) - 1;
 /// Longest accepted lock key, in UTF-8 bytes.
 pub const MAX_KEY_BYTES: usize = 64 * 1024;
 /// Most keys one lock may hold.
@@ -262,9 +266,13 @@ impl AcquireOptions {
 
 /// Checks a JS number meant as a whole count of ms (or a count) in `[min, MAX_MS]`.
 pub fn whole_number(name: &str, value: f64, min: u64) -> Result<u64> {
-    let expected = || format!("an integer >= {min} and <= {MAX_MS}");
-    if !value.is_finite() || value.fract() != 0.0 || value < min as f64 || value > MAX_MS as f64 {
-        return Err(LockError::out_of_range(name, &expected(), value));
+    whole_number_up_to(name, value, min, MAX_MS)
+}
+
+fn whole_number_up_to(name: &str, value: f64, min: u64, max: u64) -> Result<u64> {
+    if !value.is_finite() || value.fract() != 0.0 || value < min as f64 || value > max as f64 {
+        let expected = format!("an integer >= {min} and <= {max}");
+        return Err(LockError::out_of_range(name, &expected, value));
     }
     Ok(value as u64)
 }
@@ -272,6 +280,12 @@ pub fn whole_number(name: &str, value: f64, min: u64) -> Result<u64> {
 /// [`whole_number`] as a [`Duration`] in ms.
 pub fn millis(name: &str, value: f64, min: u64) -> Result<Duration> {
     whole_number(name, value, min).map(Duration::from_millis)
+}
+
+/// A lease length (ttl, maxHold, renewInterval, minValidity) in ms, in
+/// `[min, MAX_LEASE_MS]`.
+pub fn lease_millis(name: &str, value: f64, min: u64) -> Result<Duration> {
+    whole_number_up_to(name, value, min, MAX_LEASE_MS).map(Duration::from_millis)
 }
 
 /// Checks and de-duplicates the keys of one lock, keeping their order.
@@ -321,6 +335,22 @@ mod tests {
         }
         assert_eq!(whole_number("ttl", 1.0, 1).ok(), Some(1));
         assert_eq!(whole_number("retryCount", 0.0, 0).ok(), Some(0));
+    }
+
+    #[test]
+    fn leases_take_every_safe_integer() {
+        let max = 9_007_199_254_740_991.0; // Number.MAX_SAFE_INTEGER
+        assert_eq!(
+            lease_millis("ttl", max, 1).ok(),
+            Some(Duration::from_millis(MAX_LEASE_MS))
+        );
+        assert!(lease_millis("ttl", 2_147_483_648.0, 1).is_ok());
+        for bad in [max + 1.0, max * 2.0, f64::INFINITY, 0.0, 0.5] {
+            let err = lease_millis("ttl", bad, 1).expect_err("must reject");
+            assert_eq!(err.code, ErrorCode::OutOfRange, "{bad}");
+        }
+        // Waits and timeouts keep the timer limit.
+        assert!(millis("waitTimeout", 2_147_483_648.0, 0).is_err());
     }
 
     #[test]

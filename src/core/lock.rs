@@ -12,12 +12,30 @@ use crate::core::waiters::wait_until;
 
 static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
 
-pub(crate) fn to_ns(at: Instant) -> u64 {
-    u64::try_from(at.saturating_duration_since(*EPOCH).as_nanos()).unwrap_or(u64::MAX)
+/// An instant as µs since start-up, for atomics: u64 µs reach 584,000 years,
+/// past the longest lease (2^53 ms, about 285,000 years).
+pub(crate) fn to_us(at: Instant) -> u64 {
+    u64::try_from(at.saturating_duration_since(*EPOCH).as_micros()).unwrap_or(u64::MAX)
 }
 
-pub(crate) fn from_ns(ns: u64) -> Instant {
-    *EPOCH + Duration::from_nanos(ns)
+pub(crate) fn from_us(us: u64) -> Instant {
+    later(*EPOCH, Duration::from_micros(us))
+}
+
+/// `at + d`, saturating far in the future instead of overflowing: leases may be
+/// as long as 2^53 ms, and the core takes any `Duration`.
+pub(crate) fn later(at: Instant, d: Duration) -> Instant {
+    at.checked_add(d)
+        .or_else(|| at.checked_add(FAR))
+        .unwrap_or(at)
+}
+
+/// "Never", as far as a lock is concerned.
+const FAR: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// Whole ms of `d`, saturating.
+pub(crate) fn ms_of(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 const HELD: u8 = 0;
@@ -52,7 +70,7 @@ pub struct LockState {
     replicas: std::sync::atomic::AtomicU32,
     ttl_ms: AtomicU64,
     renew_every_ms: AtomicU64,
-    deadline_ns: AtomicU64,
+    deadline_us: AtomicU64,
     /// Bumped by every manual extend, so a renewal sent before it cannot bring
     /// back the lease it replaced.
     generation: AtomicU64,
@@ -100,9 +118,9 @@ impl LockState {
             fence: n.fence,
             wait_replicas: n.wait_replicas,
             replicas: std::sync::atomic::AtomicU32::new(u32::MAX),
-            ttl_ms: AtomicU64::new(n.ttl.as_millis() as u64),
-            renew_every_ms: AtomicU64::new(n.renew_every.as_millis() as u64),
-            deadline_ns: AtomicU64::new(to_ns(n.deadline)),
+            ttl_ms: AtomicU64::new(ms_of(n.ttl)),
+            renew_every_ms: AtomicU64::new(ms_of(n.renew_every)),
+            deadline_us: AtomicU64::new(to_us(n.deadline)),
             generation: AtomicU64::new(0),
             lease: Default::default(),
             status: AtomicU8::new(HELD),
@@ -138,11 +156,11 @@ impl LockState {
     }
 
     pub fn deadline(&self) -> Instant {
-        from_ns(self.deadline_ns.load(Ordering::Acquire))
+        from_us(self.deadline_us.load(Ordering::Acquire))
     }
 
     pub fn set_deadline(&self, at: Instant) {
-        self.deadline_ns.store(to_ns(at), Ordering::Release);
+        self.deadline_us.store(to_us(at), Ordering::Release);
     }
 
     /// Validity left (zero once released, lost or expired).
@@ -194,9 +212,9 @@ impl LockState {
 
     /// A manual extend changes the lease length the watchdog keeps renewing.
     pub fn set_ttl(&self, ttl: Duration, renew_every: Duration) {
-        self.ttl_ms.store(ttl.as_millis() as u64, Ordering::Relaxed);
+        self.ttl_ms.store(ms_of(ttl), Ordering::Relaxed);
         self.renew_every_ms
-            .store(renew_every.as_millis() as u64, Ordering::Relaxed);
+            .store(ms_of(renew_every), Ordering::Relaxed);
     }
 
     /// Whether the watchdog may still renew at `now` (auto-renew on, `maxHold` not reached).

@@ -11,7 +11,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::client::Inner;
-use crate::core::lock::{to_ns, LockState, Status};
+use crate::core::lock::{later, to_us, LockState, Status};
 
 struct Entry {
     state: Arc<LockState>,
@@ -25,7 +25,7 @@ pub struct Watchdog {
     wake: Arc<Notify>,
     /// When the scheduler plans to look next (0: it has not looked yet); a new
     /// entry due earlier wakes it.
-    planned_ns: AtomicU64,
+    planned_us: AtomicU64,
     started: AtomicBool,
     stop: CancellationToken,
 }
@@ -53,8 +53,8 @@ impl Watchdog {
     }
 
     pub fn watch(&self, state: Arc<LockState>) {
-        let next_renew = Instant::now() + state.renew_every();
-        let due = to_ns(next_renew.min(state.deadline()));
+        let next_renew = later(Instant::now(), state.renew_every());
+        let due = to_us(next_renew.min(state.deadline()));
         if let Ok(mut entries) = self.entries.lock() {
             entries.insert(
                 state.id,
@@ -67,7 +67,7 @@ impl Watchdog {
         }
         // Waking the scheduler for every acquire would cost a task switch each;
         // only an entry due before its planned wake-up needs it.
-        let planned = self.planned_ns.load(Ordering::Acquire);
+        let planned = self.planned_us.load(Ordering::Acquire);
         if planned == 0 || due < planned {
             self.wake.notify_one();
         }
@@ -83,7 +83,7 @@ impl Watchdog {
     pub fn reschedule(&self, id: u64) {
         if let Ok(mut entries) = self.entries.lock() {
             if let Some(e) = entries.get_mut(&id) {
-                e.next_renew = Instant::now() + e.state.renew_every();
+                e.next_renew = later(Instant::now(), e.state.renew_every());
             }
         }
         self.wake.notify_one();
@@ -131,7 +131,7 @@ impl Watchdog {
                 if e.in_flight || now >= e.state.deadline() || !e.state.renewable(now) {
                     continue;
                 }
-                if e.next_renew <= now + e.state.renew_every() / 4 {
+                if e.next_renew <= later(now, e.state.renew_every() / 4) {
                     e.in_flight = true;
                     batch.push(e.state.clone());
                 }
@@ -141,7 +141,7 @@ impl Watchdog {
             entries.remove(&s.id);
         }
         // The loop sleeps until `next_wake` (a batch in flight nudges it when done).
-        self.planned_ns.store(to_ns(next_wake), Ordering::Release);
+        self.planned_us.store(to_us(next_wake), Ordering::Release);
         (batch, expired, next_wake)
     }
 
@@ -153,7 +153,7 @@ impl Watchdog {
                 e.in_flight = false;
                 let every = e.state.renew_every();
                 e.next_renew = if renewed {
-                    sent_at + every
+                    later(sent_at, every)
                 } else {
                     Instant::now() + quick_retry(every)
                 };
