@@ -31,7 +31,7 @@ function cases(url) {
   const closed = new LockClient({ url })
   const fn = () => 1
   const notNumbers = [null, '1000', true, {}, [], Symbol('s'), fn, 10n, new Date(0), 'NaN']
-  const badNumbers = [NaN, -5, 1.5, 2 ** 31, Infinity, -Infinity]
+  const badNumbers = [NaN, -5, 1.5, 2 ** 53, Infinity, -Infinity]
   const notStrings = [null, 1, true, {}, [], Symbol('s'), fn, 10n, Buffer.from('x')]
   const notBool = [null, 1, 'yes', {}, fn]
   const show = (v) => {
@@ -280,7 +280,7 @@ function cases(url) {
     })
   }
   const rl = new Redlock([url], { retryCount: 2, retryDelay: 20 })
-  for (const [res, d] of [['bi:rl', '100'], [['bi:rl'], -1], [[], 100], [[1], 100], [['bi:rl'], NaN], [null, 100], [['bi:rl'], Infinity], [['bi:rl'], 2 ** 31], [[''], 100]]) {
+  for (const [res, d] of [['bi:rl', '100'], [['bi:rl'], -1], [[], 100], [[1], 100], [['bi:rl'], NaN], [null, 100], [['bi:rl'], Infinity], [['bi:rl'], 2 ** 53], [[''], 100]]) {
     add(`redlock.acquire(${show(res)}, ${show(d)})`, 'typed', () => rl.acquire(res, d))
   }
   for (const s of [5, 'x', { retryCount: 'x' }, { retryDelay: -1 }]) add(`redlock.acquire(r, 1000, ${show(s)})`, 'typed', () => rl.acquire(['bi:rl'], 1000, s))
