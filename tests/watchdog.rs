@@ -384,8 +384,10 @@ async fn many_locks_are_renewed_in_batches() {
         calls >= expected / 2 && calls <= expected * 3 / 2,
         "{calls} EVALSHA calls for ~{expected} renewals"
     );
+    // Each end of the window may split one batch (up to LOCKS renewals) between
+    // the server's count and ours, read a round trip apart.
     assert!(
-        renewed.abs_diff(calls) <= LOCKS as u64,
+        renewed.abs_diff(calls) <= 2 * LOCKS as u64,
         "every EVALSHA was a counted renewal: {renewed} renewed, {calls} calls"
     );
     // Batched: thousands of renewals arrive in a few dozen socket reads.

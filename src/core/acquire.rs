@@ -1,6 +1,8 @@
 //! Taking a lock: attempt on every node → verdict → take it, or undo the
 //! attempt and pause (woken early by the holder's release notice), until the
-//! lock is won, the wait ends, or the caller cancels.
+//! lock is won, the wait ends, or the caller cancels. The caller's bounds
+//! (`waitTimeout`, cancellation) hold while an attempt is in flight too; the
+//! undo of an attempt the caller no longer waits for goes on in the background.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -37,6 +39,18 @@ struct Attempt {
     started: Instant,
     /// Replicas that acknowledged (`waitReplicas`).
     replicas: Option<u32>,
+    /// Whether the script went out to each node (not when its connection failed).
+    sent: Vec<bool>,
+}
+
+impl Attempt {
+    /// The nodes whose keys may hold our token: the script went out, and the
+    /// node did not answer "held by another" (then it provably wrote nothing).
+    fn to_undo(&self) -> Vec<usize> {
+        (0..self.answers.len())
+            .filter(|&i| self.sent[i] && !matches!(self.answers[i], NodeAnswer::Held { .. }))
+            .collect()
+    }
 }
 
 impl Inner {
@@ -59,6 +73,12 @@ impl Inner {
         // Waiting for one key on plain masters: queue up for its release notices.
         let notices = keys.len() == 1 && !self.cfg.cluster;
         let mut queued: Option<Queued> = None;
+        let undo_timeout = self.cfg.node_timeout_for(spec.ttl);
+        let every_node: Vec<usize> = (0..n).collect();
+        // waitTimeout 0 asks for one attempt with no waiting: that attempt keeps
+        // its own bound (the node timeout).
+        let wait_bounds_attempts = !spec.wait_timeout.is_zero();
+        let mut last_failure: Option<LockError> = None;
         loop {
             if cancel.is_cancelled() {
                 return Err(aborted(&key_label, attempts));
@@ -69,7 +89,17 @@ impl Inner {
                 // earlier attempt that landed without a reply still counts as ours.
                 token = uuid::Uuid::new_v4().to_string();
             }
-            let attempt = self.attempt(&script_keys, keys.len(), &token, &spec).await;
+            let attempt = tokio::select! {
+                attempt = self.attempt(&script_keys, keys.len(), &token, &spec) => attempt,
+                _ = cancel.cancelled() => {
+                    self.undo_in_background(keys, token, every_node, undo_timeout);
+                    return Err(aborted(&key_label, attempts));
+                }
+                _ = tokio::time::sleep_until(wait_until.into()), if wait_bounds_attempts => {
+                    self.undo_in_background(keys, token, every_node, undo_timeout);
+                    return Err(wait_passed(last_failure, &key_label, attempts, spec.wait_timeout));
+                }
+            };
             let started = broken::validity_start(attempt.started);
             let answers = &attempt.answers;
             self.report_faults(answers);
@@ -105,13 +135,16 @@ impl Inner {
                 }
                 return Ok(lock);
             }
-            self.undo(&keys, &token, answers, self.cfg.node_timeout_for(spec.ttl))
-                .await;
             if t.held > 0 {
                 self.stats.contended.fetch_add(1, Ordering::Relaxed);
             }
-            self.ensure_open()?;
+            let to_undo = attempt.to_undo();
+            if let Err(closed) = self.ensure_open() {
+                self.undo_in_background(keys, token, to_undo, undo_timeout);
+                return Err(closed);
+            }
             if cancel.is_cancelled() {
+                self.undo_in_background(keys, token, to_undo, undo_timeout);
                 return Err(aborted(&key_label, attempts));
             }
             let failure = match verdict {
@@ -158,7 +191,25 @@ impl Inner {
             let contended = matches!(verdict, Acquired::Contended { .. });
             let retries_left = spec.retry_count.is_none_or(|r| attempts <= r);
             if !contended || !retries_left {
+                self.undo_in_background(keys, token, to_undo, undo_timeout);
                 return Err(failure);
+            }
+            if Instant::now() >= wait_until {
+                self.undo_in_background(keys, token, to_undo, undo_timeout);
+                return Err(timed_out(failure, spec.wait_timeout));
+            }
+            // Retrying: the undo lands before the next attempt (one node keeps its
+            // token, so a late undo could delete the next attempt's key).
+            tokio::select! {
+                _ = self.undo(&keys, &token, &to_undo, undo_timeout) => {}
+                _ = cancel.cancelled() => {
+                    self.undo_in_background(keys, token, to_undo, undo_timeout);
+                    return Err(aborted(&key_label, attempts));
+                }
+                _ = tokio::time::sleep_until(wait_until.into()) => {
+                    self.undo_in_background(keys, token, to_undo, undo_timeout);
+                    return Err(timed_out(failure, spec.wait_timeout));
+                }
             }
             let now = Instant::now();
             if now >= wait_until {
@@ -172,6 +223,7 @@ impl Inner {
                 pause = pause.min(Duration::from_millis(ms.saturating_add(1)));
             }
             let mut pause = pause.min(wait_until - now);
+            last_failure = Some(failure);
             if queued.is_none() && notices {
                 // (A release before the subscription is in place goes unheard:
                 // the retry timer covers it, as it covers a lost notice.)
@@ -227,6 +279,7 @@ impl Inner {
                 fence,
                 started,
                 replicas,
+                sent: vec![true],
             };
         }
         // Connect first (instant once connected), so that the validity clock,
@@ -241,6 +294,7 @@ impl Inner {
             }
         }))
         .await;
+        let sent = cons.iter().map(Result::is_ok).collect();
         let started = Instant::now();
         let replies = join_all(self.nodes.iter().zip(cons).map(|(node, con)| async move {
             match con {
@@ -257,20 +311,18 @@ impl Inner {
             answers: replies.into_iter().map(|(a, _)| a).collect(),
             started,
             replicas: None,
+            sent,
         }
     }
 
-    /// Token-checked release on every node that may hold our token (all but those
-    /// that answered "held by another", whose script provably wrote nothing).
+    /// Token-checked release of an attempt on `nodes` (see [`Attempt::to_undo`]).
     /// Waits no longer than the attempt itself could: a release queued behind a
     /// stalled node's SET still runs after it, in order, on the same connection.
-    async fn undo(&self, keys: &[String], token: &str, answers: &[NodeAnswer], timeout: Duration) {
+    async fn undo(&self, keys: &[String], token: &str, nodes: &[usize], timeout: Duration) {
         join_all(
-            self.nodes
+            nodes
                 .iter()
-                .zip(answers)
-                .filter(|(_, a)| !matches!(a, NodeAnswer::Held { .. }))
-                .map(|(n, _)| n.release(keys, token, timeout)),
+                .map(|&i| self.nodes[i].release(keys, token, timeout)),
         )
         .await;
     }
@@ -352,6 +404,22 @@ fn aborted(label: &str, attempts: u32) -> LockError {
     )
     .with_key(label)
     .with_attempts(attempts)
+}
+
+/// The wait ended while an attempt was in flight.
+fn wait_passed(last: Option<LockError>, label: &str, attempts: u32, wait: Duration) -> LockError {
+    match last {
+        Some(last) => timed_out(last, wait).with_attempts(attempts),
+        None => LockError::new(
+            ErrorCode::Timeout,
+            format!(
+                "waitTimeout of {} ms passed before the nodes answered for lock \"{label}\"",
+                wait.as_millis()
+            ),
+        )
+        .with_key(label)
+        .with_attempts(attempts),
+    }
 }
 
 fn timed_out(last: LockError, wait: Duration) -> LockError {

@@ -230,7 +230,8 @@ impl Client {
         Ok(answers.iter().filter(|a| **a == NodeAnswer::Ok).count())
     }
 
-    /// Stops every watchdog, releases every held lock, then closes connections.
+    /// Stops every watchdog, releases every held lock, waits for the cleanup
+    /// releases still running in the background, then closes connections.
     /// Later calls fail with `ERR_LOCK_CLOSED`.
     pub async fn close(&self) {
         let inner = &self.inner;
@@ -249,6 +250,8 @@ impl Client {
             .held
             .fetch_sub(held.len() as u64, Ordering::Relaxed);
         join_all(held.iter().map(|s| inner.release_state(s))).await;
+        // Cleanup releases still running (undone attempts, lost locks) go first.
+        inner.settled().await;
         for node in &inner.nodes {
             node.disconnect();
         }

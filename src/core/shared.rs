@@ -2,11 +2,13 @@
 //! waiting queues and counters, and the steps every operation ends with
 //! (report node faults, release, declare a lock lost).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
+use tokio::sync::Notify;
 
 use crate::core::broken;
 use crate::core::config::ClientConfig;
@@ -15,7 +17,7 @@ use crate::core::lock_state::LockState;
 use crate::core::node::Node;
 use crate::core::quorum::{self, Released, Tally};
 use crate::core::stats::Stats;
-use crate::core::time::later;
+use crate::core::time::{later, wait_until};
 use crate::core::waiters::Waiters;
 use crate::core::watchdog::Watchdog;
 
@@ -45,6 +47,27 @@ pub(crate) struct Inner {
     hook: Option<EventHook>,
     /// Callers waiting for a held key, woken by its release notice.
     pub waiters: Arc<Waiters>,
+    /// Cleanup releases going on after their caller has been answered.
+    background: Background,
+}
+
+/// Tasks the caller does not wait for but `close()` does.
+#[derive(Default)]
+struct Background {
+    running: AtomicUsize,
+    idle: Notify,
+}
+
+/// Counts one background task for as long as it lives (even if it panics).
+struct Running(Arc<Inner>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let background = &self.0.background;
+        if background.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+            background.idle.notify_waiters();
+        }
+    }
 }
 
 impl Drop for Inner {
@@ -64,7 +87,48 @@ impl Inner {
             watchdog: Watchdog::default(),
             hook,
             waiters: Arc::default(),
+            background: Background::default(),
         }
+    }
+
+    /// Runs `task` on its own; [`Inner::settled`] waits for it.
+    pub fn in_background(self: &Arc<Self>, task: impl Future<Output = ()> + Send + 'static) {
+        self.background.running.fetch_add(1, Ordering::AcqRel);
+        let running = Running(self.clone());
+        tokio::spawn(async move {
+            let _running = running;
+            task.await
+        });
+    }
+
+    /// Completes once no background task runs.
+    pub async fn settled(&self) {
+        let b = &self.background;
+        wait_until(&b.idle, || b.running.load(Ordering::Acquire) == 0).await
+    }
+
+    /// Token-checked release of one attempt's keys on `nodes` (indexes), in
+    /// the background: sent at once, bounded by `timeout`, awaited by `close()`.
+    pub fn undo_in_background(
+        self: &Arc<Self>,
+        keys: Vec<String>,
+        token: String,
+        nodes: Vec<usize>,
+        timeout: Duration,
+    ) {
+        if nodes.is_empty() {
+            return;
+        }
+        let inner = self.clone();
+        self.in_background(async move {
+            // Its answers change nothing: what it could not delete expires by TTL.
+            join_all(
+                nodes
+                    .iter()
+                    .map(|&i| inner.nodes[i].release(&keys, &token, timeout)),
+            )
+            .await;
+        });
     }
 
     pub fn emit(&self, event: Event<'_>) {
@@ -161,7 +225,7 @@ impl Inner {
         state.notify_ended();
         let inner = self.clone();
         let state = state.clone();
-        tokio::spawn(async move {
+        self.in_background(async move {
             let _ = inner.release_state(&state).await;
         });
     }
