@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::core::error::{LockError, Result};
+pub use crate::core::tls::TlsConfig;
 use crate::core::{broken, quorum};
 
 /// Largest wait, delay or timeout accepted, in ms (what a 32-bit signed timer can hold).
@@ -23,27 +24,6 @@ pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_millis(10_000);
 pub const DEFAULT_WAIT_REPLICAS_TIMEOUT: Duration = Duration::from_millis(100);
 /// Share of the TTL a Redlock node gets to answer an acquire or renewal.
 pub const NODE_TIMEOUT_SHARE: f64 = 0.05;
-
-/// TLS material for `rediss://` nodes, PEM-encoded. Without a CA the system's
-/// trust store is used.
-#[derive(Clone, Default)]
-#[non_exhaustive]
-pub struct TlsConfig {
-    pub ca: Option<Vec<u8>>,
-    pub cert: Option<Vec<u8>>,
-    pub key: Option<Vec<u8>>,
-}
-
-impl std::fmt::Debug for TlsConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never print key material.
-        f.debug_struct("TlsConfig")
-            .field("ca", &self.ca.is_some())
-            .field("cert", &self.cert.is_some())
-            .field("key", &self.key.is_some())
-            .finish()
-    }
-}
 
 /// How a client reaches Redis and the defaults its locks use.
 #[derive(Debug, Clone)]
@@ -132,6 +112,9 @@ impl ClientConfig {
                 ">= 0 and < 0.5",
                 self.drift_factor,
             ));
+        }
+        if let Some(tls) = &self.tls {
+            tls.validate()?;
         }
         let spec = self.defaults.resolve()?;
         self.check_spec(&spec)

@@ -22,6 +22,7 @@ mod shared;
 pub mod stats;
 mod sync;
 pub mod time;
+pub mod tls;
 pub mod waiters;
 pub mod watchdog;
 
