@@ -166,3 +166,42 @@ async fn redlock_an_abort_is_not_held_up_by_a_frozen_node() {
     within(ms(5_000), "close", locks.close()).await;
     within(ms(5_000), "close", holder.close()).await;
 }
+
+/// The shared connection sets no response timeout of redis-rs's own (one
+/// timer per command, ours): every call on a frozen node still ends within
+/// `commandTimeout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_call_on_a_frozen_node_ends_within_the_command_timeout() {
+    let mut server = RedisServer::start();
+    let mut cfg = config(&[&server]);
+    cfg.command_timeout = ms(300);
+    let locks = warm(cfg).await;
+    let lock = locks
+        .acquire(vec!["res".into()], &opts(10_000), CancellationToken::new())
+        .await
+        .expect("acquired");
+    server.pause();
+    let began = Instant::now();
+    let inspected = locks.inspect("res").await;
+    let inspect_took = began.elapsed();
+    let began = Instant::now();
+    let extended = lock.extend(ms(10_000)).await;
+    let extend_took = began.elapsed();
+    let began = Instant::now();
+    let released = lock.release().await;
+    let release_took = began.elapsed();
+    server.resume();
+    eprintln!(
+        "frozen node, commandTimeout 300 ms: inspect {inspect_took:?}, extend {extend_took:?}, release {release_took:?}"
+    );
+    assert_eq!(inspected.err().map(|e| e.code), Some(ErrorCode::Connection));
+    assert_eq!(extended.err().map(|e| e.code), Some(ErrorCode::Connection));
+    assert_eq!(released.err().map(|e| e.code), Some(ErrorCode::Connection));
+    for took in [inspect_took, extend_took, release_took] {
+        assert!(
+            took >= ms(290) && took < ms(300) + SLACK,
+            "a call took {took:?}"
+        );
+    }
+    within(ms(3_000), "close", locks.close()).await;
+}

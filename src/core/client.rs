@@ -58,12 +58,7 @@ impl Client {
             )?);
         }
         for url in cfg.nodes.iter().filter(|_| !cfg.cluster) {
-            let node = Node::for_url(
-                url,
-                cfg.tls.as_ref(),
-                cfg.connect_timeout,
-                cfg.command_timeout,
-            )?;
+            let node = Node::for_url(url, cfg.tls.as_ref(), cfg.connect_timeout)?;
             if nodes.iter().any(|n| n.name == node.name) {
                 return Err(LockError::invalid_value(
                     "nodes",

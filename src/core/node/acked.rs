@@ -48,11 +48,11 @@ impl Node {
             return Err(NodeAnswer::Unreachable("the client is closed".into()));
         }
         if place.is_none() {
-            // WAIT may block for its whole timeout: the reply deadline is ours.
-            let config = config.clone().set_response_timeout(None);
+            // WAIT may block for its whole timeout: the reply deadline is ours
+            // (the shared config sets no response timeout of its own).
             match tokio::time::timeout(
                 self.connect_timeout,
-                client.get_connection_manager_with_config(config),
+                client.get_connection_manager_with_config(config.clone()),
             )
             .await
             {

@@ -14,12 +14,7 @@ use crate::core::error::{LockError, Result};
 
 impl Node {
     /// A single Redis master at `url` (parsed here; connected on first use).
-    pub fn for_url(
-        url: &str,
-        tls: Option<&TlsConfig>,
-        connect_timeout: Duration,
-        command_timeout: Duration,
-    ) -> Result<Node> {
+    pub fn for_url(url: &str, tls: Option<&TlsConfig>, connect_timeout: Duration) -> Result<Node> {
         let scheme_ok = ["redis://", "rediss://", "unix://", "redis+unix://"]
             .iter()
             .any(|s| url.starts_with(s));
@@ -31,9 +26,12 @@ impl Node {
         }
         let client = open_client(url, tls)?;
         let name = addr_name(&client);
+        // No response timeout of redis-rs's own: every call on this connection
+        // is already bounded by ours (`ops::bounded`), and a second timer per
+        // command only costs wake-ups. (A timeout never triggers a reconnect.)
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(connect_timeout))
-            .set_response_timeout(Some(command_timeout))
+            .set_response_timeout(None)
             .set_number_of_retries(1)
             .set_min_delay(Duration::from_millis(20))
             .set_max_delay(Duration::from_millis(200));
