@@ -83,5 +83,17 @@ pub fn extend_cmd() -> Option<redis::Cmd> {
     })
 }
 
+/// `ExtendRecreates` for the watchdog's batches: the source of a script taking
+/// the renewal script's arguments that sets every key whatever it holds.
+pub fn renew_script() -> Option<&'static str> {
+    (mode() == Broken::ExtendRecreates).then_some(RENEW_RECREATES)
+}
+
+const RENEW_RECREATES: &str = "local out, k, a = {}, 1, 2 \
+    for l = 1, tonumber(ARGV[1]) do \
+      for i = k, k + tonumber(ARGV[a]) - 1 do redis.call('SET', KEYS[i], ARGV[a + 1], 'PX', ARGV[a + 2]) end \
+      out[l] = 1 k = k + tonumber(ARGV[a]) a = a + 3 \
+    end return out";
+
 const RECREATE: &str =
     "for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2]) end return 1";

@@ -262,6 +262,16 @@ impl RedisServer {
             .map(|v| v.trim().to_string())
     }
 
+    /// CPU seconds the server has used (`used_cpu_sys` + `used_cpu_user`).
+    pub async fn cpu_seconds(&self) -> f64 {
+        let mut total = 0.0;
+        for field in ["used_cpu_sys", "used_cpu_user"] {
+            let v = self.info_field("cpu", field).await.unwrap_or_default();
+            total += v.parse::<f64>().unwrap_or(0.0);
+        }
+        total
+    }
+
     /// How many EVALSHA calls the server has processed (`INFO commandstats`).
     pub async fn evalsha_calls(&self) -> u64 {
         let stats = self

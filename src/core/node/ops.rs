@@ -1,6 +1,7 @@
-//! The lock operations on one node: the scripts, the pipelined extend and its
+//! The lock operations on one node: the scripts, the batched renewal and its
 //! recovery from a flushed script cache (NOSCRIPT), each bounded by a timeout.
 
+use std::ops::Range;
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -11,6 +12,10 @@ use crate::core::broken;
 use crate::core::error::{Fault, NodeAnswer};
 use crate::core::keys::CHANNEL_PREFIX;
 use crate::core::scripts;
+
+/// Most keys one renewal script touches: Redis runs a script without
+/// interruption, so a larger batch is cut into several calls (pipelined).
+pub const MAX_RENEWAL_KEYS: usize = 1_000;
 
 /// What one node needs for a renewal inside a batch.
 pub struct Renewal<'a> {
@@ -109,7 +114,8 @@ impl Node {
         }
     }
 
-    /// Renews many locks in one pipelined round trip; one answer per renewal.
+    /// Renews many locks in one round trip (one script call per
+    /// [`MAX_RENEWAL_KEYS`] keys); one answer per renewal.
     pub async fn extend_batch(&self, batch: &[Renewal<'_>], timeout: Duration) -> Vec<NodeAnswer> {
         match self.connection_within(timeout).await {
             Ok(mut con) => extend_on(&mut con, batch, timeout).await,
@@ -120,27 +126,10 @@ impl Node {
     /// Renews one lock on its own (a cluster routes it by its first key), with
     /// the same NOSCRIPT recovery as [`Node::extend_batch`].
     pub async fn extend_one(&self, renewal: &Renewal<'_>, timeout: Duration) -> NodeAnswer {
-        let mut con = match self.connection_within(timeout).await {
-            Ok(con) => con,
-            Err(answer) => return answer,
-        };
-        let hash = scripts::EXTEND.get_hash();
-        let cmd = extend_cmd(renewal, hash);
-        let mut answer = match bounded(timeout, cmd.query_async::<Value>(&mut con)).await {
-            Ok(reply) => extend_answer(Ok(reply)),
+        match self.connection_within(timeout).await {
+            Ok(mut con) => extend_one_on(&mut con, renewal, timeout).await,
             Err(answer) => answer,
-        };
-        if is_noscript(&answer) {
-            // SCRIPT LOAD reaches every node of a cluster.
-            if let Err(answer) = bounded(timeout, load_extend(&mut con)).await {
-                return answer;
-            }
-            answer = match bounded(timeout, cmd.query_async::<Value>(&mut con)).await {
-                Ok(reply) => extend_answer(Ok(reply)),
-                Err(answer) => answer,
-            };
         }
-        answer
     }
 }
 
@@ -150,42 +139,62 @@ pub(super) async fn extend_on(
     batch: &[Renewal<'_>],
     timeout: Duration,
 ) -> Vec<NodeAnswer> {
-    let hash = scripts::EXTEND.get_hash();
-    let answers = extend_pipeline(con, batch, hash, timeout).await;
+    if let Connection::Cluster(cluster) = con {
+        // One script cannot span hash slots: send the renewals side by side,
+        // each routed by its first key, over the same multiplexed connections.
+        let cluster = &*cluster;
+        return join_all(batch.iter().map(|r| async move {
+            let mut con = Connection::Cluster(cluster.clone());
+            extend_one_on(&mut con, r, timeout).await
+        }))
+        .await;
+    }
+    let hash = scripts::RENEW.get_hash();
+    let answers = renew_pipeline(con, batch, hash, timeout).await;
     if !answers.iter().any(is_noscript) {
         return answers;
     }
     // The node lost its script cache (SCRIPT FLUSH or a restart): nothing ran
     // for those entries, so loading the script and sending them again is safe.
-    if let Err(answer) = bounded(timeout, load_extend(con)).await {
+    let source = include_str!("../../scripts/renew.lua");
+    if let Err(answer) = bounded(timeout, load(con, source)).await {
         return vec![answer; batch.len()];
     }
-    extend_pipeline(con, batch, hash, timeout).await
+    renew_pipeline(con, batch, hash, timeout).await
 }
 
-async fn extend_pipeline(
+/// Cuts a batch into runs of whole locks of at most [`MAX_RENEWAL_KEYS`] keys
+/// (a lock with more keys than that runs alone).
+pub(super) fn chunks(batch: &[Renewal<'_>]) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut keys = 0;
+    for (i, r) in batch.iter().enumerate() {
+        if i > start && keys + r.keys.len() > MAX_RENEWAL_KEYS {
+            out.push(start..i);
+            start = i;
+            keys = 0;
+        }
+        keys += r.keys.len();
+    }
+    if start < batch.len() {
+        out.push(start..batch.len());
+    }
+    out
+}
+
+/// The renewal script once per chunk, pipelined: one round trip.
+async fn renew_pipeline(
     con: &mut Connection,
     batch: &[Renewal<'_>],
     hash: &str,
     timeout: Duration,
 ) -> Vec<NodeAnswer> {
-    if let Connection::Cluster(cluster) = con {
-        // A pipeline cannot span hash slots: send the renewals side by side,
-        // each routed by its first key, over the same multiplexed connections.
-        let cluster = &*cluster;
-        return join_all(batch.iter().map(|r| async move {
-            let mut con = cluster.clone();
-            match bounded(timeout, extend_cmd(r, hash).query_async::<Value>(&mut con)).await {
-                Ok(reply) => extend_answer(Ok(reply)),
-                Err(answer) => answer,
-            }
-        }))
-        .await;
-    }
+    let ranges = chunks(batch);
     let mut pipe = redis::pipe();
     pipe.ignore_errors();
-    for r in batch {
-        pipe.add_command(extend_cmd(r, hash));
+    for range in &ranges {
+        pipe.add_command(renew_cmd(&batch[range.clone()], hash));
     }
     match bounded(
         timeout,
@@ -193,12 +202,14 @@ async fn extend_pipeline(
     )
     .await
     {
-        Ok(replies) if replies.len() == batch.len() => {
-            replies.into_iter().map(extend_answer).collect()
-        }
+        Ok(replies) if replies.len() == ranges.len() => ranges
+            .iter()
+            .zip(replies)
+            .flat_map(|(range, reply)| renew_answers(reply, range.len()))
+            .collect(),
         Ok(replies) => vec![
             NodeAnswer::ErrorReply(
-                format!("{} replies for {} commands", replies.len(), batch.len()).into()
+                format!("{} replies for {} commands", replies.len(), ranges.len()).into()
             );
             batch.len()
         ],
@@ -206,10 +217,82 @@ async fn extend_pipeline(
     }
 }
 
-async fn load_extend(con: &mut Connection) -> redis::RedisResult<String> {
+/// One call of the renewal script for `locks`: their keys in order, then the
+/// lock count and (key count, token, ttl) per lock.
+fn renew_cmd(locks: &[Renewal<'_>], hash: &str) -> Cmd {
+    let mut cmd = match broken::renew_script() {
+        Some(source) => {
+            let mut c = redis::cmd("EVAL");
+            c.arg(source);
+            c
+        }
+        None => {
+            let mut c = redis::cmd("EVALSHA");
+            c.arg(hash);
+            c
+        }
+    };
+    cmd.arg(locks.iter().map(|r| r.keys.len()).sum::<usize>());
+    for r in locks {
+        cmd.arg(r.keys);
+    }
+    cmd.arg(locks.len());
+    for r in locks {
+        cmd.arg(r.keys.len()).arg(r.token).arg(r.ttl_ms);
+    }
+    cmd
+}
+
+/// One answer per lock from a renewal script's reply.
+fn renew_answers(reply: redis::RedisResult<Value>, locks: usize) -> Vec<NodeAnswer> {
+    match reply {
+        Ok(Value::Array(items)) if items.len() == locks => items
+            .into_iter()
+            .map(|item| match item {
+                Value::Int(1) => NodeAnswer::Ok,
+                Value::Int(0) => NodeAnswer::NotHeld,
+                other => NodeAnswer::ErrorReply(format!("the renewal failed ({other:?})").into()),
+            })
+            .collect(),
+        Ok(other) => {
+            vec![
+                NodeAnswer::ErrorReply(format!("unexpected renewal reply {other:?}").into());
+                locks
+            ]
+        }
+        Err(e) => vec![fault(e); locks],
+    }
+}
+
+/// The extend script for one lock, reloading it once on NOSCRIPT.
+async fn extend_one_on(
+    con: &mut Connection,
+    renewal: &Renewal<'_>,
+    timeout: Duration,
+) -> NodeAnswer {
+    let hash = scripts::EXTEND.get_hash();
+    let cmd = extend_cmd(renewal, hash);
+    let answer = match bounded(timeout, cmd.query_async::<Value>(con)).await {
+        Ok(reply) => extend_answer(Ok(reply)),
+        Err(answer) => answer,
+    };
+    if !is_noscript(&answer) {
+        return answer;
+    }
+    // SCRIPT LOAD reaches every node of a cluster.
+    let source = include_str!("../../scripts/extend.lua");
+    if let Err(answer) = bounded(timeout, load(con, source)).await {
+        return answer;
+    }
+    match bounded(timeout, cmd.query_async::<Value>(con)).await {
+        Ok(reply) => extend_answer(Ok(reply)),
+        Err(answer) => answer,
+    }
+}
+
+async fn load(con: &mut Connection, source: &str) -> redis::RedisResult<String> {
     let mut load = redis::cmd("SCRIPT");
-    load.arg("LOAD")
-        .arg(include_str!("../../scripts/extend.lua"));
+    load.arg("LOAD").arg(source);
     load.query_async::<String>(con).await
 }
 
@@ -262,5 +345,37 @@ pub(super) fn fault(e: RedisError) -> NodeAnswer {
             None => e.to_string(),
         };
         NodeAnswer::ErrorReply(Fault::caused_by(text, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_is_cut_into_whole_locks_of_bounded_keys() {
+        let keys: Vec<String> = (0..MAX_RENEWAL_KEYS + 1).map(|i| format!("k{i}")).collect();
+        let lock = |n: usize| Renewal {
+            keys: &keys[..n],
+            token: "t",
+            ttl_ms: 1,
+        };
+        assert!(chunks(&[]).is_empty());
+        let one = chunks(&[lock(1), lock(2)]);
+        assert_eq!((one.len(), one[0].clone()), (1, 0..2));
+        let many: Vec<Renewal<'_>> = (0..2 * MAX_RENEWAL_KEYS + 1).map(|_| lock(1)).collect();
+        assert_eq!(
+            chunks(&many),
+            [
+                0..MAX_RENEWAL_KEYS,
+                MAX_RENEWAL_KEYS..2 * MAX_RENEWAL_KEYS,
+                2 * MAX_RENEWAL_KEYS..2 * MAX_RENEWAL_KEYS + 1
+            ]
+        );
+        // A lock never straddles two calls; one larger than the bound goes alone.
+        let mixed = [lock(600), lock(600), lock(MAX_RENEWAL_KEYS + 1), lock(1)];
+        assert_eq!(chunks(&mixed), [0..1, 1..2, 2..3, 3..4]);
+        let fits = [lock(400), lock(600), lock(1)];
+        assert_eq!(chunks(&fits), [0..2, 2..3]);
     }
 }
