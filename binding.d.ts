@@ -16,7 +16,7 @@ export declare class CancelHandle {
   cancel(): void
 }
 
-/** The native lock client; `index.js` wraps it in `LockClient`. */
+/** The native lock client; `lib/client.js` wraps it in `LockClient`. */
 export declare class NativeClient {
   /** Checks the options and parses the node URLs; connects lazily. */
   constructor(options?: LockClientOptions | undefined | null, onEvent?: (kind: string, lockId: number, payload: string) => void)
@@ -44,7 +44,7 @@ export declare class NativeClient {
   stats(): LockStats
 }
 
-/** A held lock as the native layer sees it; `index.js` wraps it in `Lock`. */
+/** A held lock as the native layer sees it; `lib/client.js` wraps it in `Lock`. */
 export declare class NativeLock {
   /** Identifies the lock in the client's `'lost'` events. */
   get id(): number

@@ -32,7 +32,7 @@ const badKeys = [
 ]
 
 const badTtls = [
-  [0, RANGE], [-1, RANGE], [NaN, RANGE], [Infinity, RANGE], [1.5, RANGE], [2 ** 31, RANGE],
+  [0, RANGE], [-1, RANGE], [NaN, RANGE], [Infinity, RANGE], [1.5, RANGE], [2 ** 53, RANGE],
   ['1000', TYPE], [null, TYPE], [{}, TYPE],
 ]
 

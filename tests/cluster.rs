@@ -5,115 +5,16 @@
 mod support;
 
 use std::collections::{BTreeMap, HashMap};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use lockdog::core::slot::key_slot;
+use lockdog::core::keys::key_slot;
 use lockdog::core::{Client, ClientConfig, ErrorCode, Event, EventHook, Lock};
 use tokio_util::sync::CancellationToken;
 
-use support::{config, eventually, ms, opts, within, RedisServer};
-
-/// Six cluster-mode servers: three masters, three replicas. Every process is
-/// killed by its PID when this is dropped.
-struct Cluster {
-    servers: Vec<RedisServer>,
-}
-
-impl Cluster {
-    async fn start() -> Cluster {
-        let servers: Vec<RedisServer> = (0..6)
-            .map(|_| {
-                RedisServer::start_with(&[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-node-timeout",
-                    "2000",
-                ])
-            })
-            .collect();
-        let mut create = Command::new("redis-cli");
-        create.arg("--cluster").arg("create");
-        for s in &servers {
-            create.arg(s.name());
-        }
-        let out = create
-            .args(["--cluster-replicas", "1", "--cluster-yes"])
-            .output()
-            .expect("run redis-cli --cluster create");
-        assert!(
-            out.status.success(),
-            "redis-cli --cluster create failed: {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let cluster = Cluster { servers };
-        cluster.settled(Duration::from_secs(20)).await;
-        cluster
-    }
-
-    fn seeds(&self) -> Vec<String> {
-        self.servers.iter().map(|s| s.url()).collect()
-    }
-
-    fn by_port(&self, port: u16) -> &RedisServer {
-        self.servers
-            .iter()
-            .find(|s| s.port() == port)
-            .expect("a server of this cluster")
-    }
-
-    /// Waits until every node reports `cluster_state:ok` and knows all six.
-    async fn settled(&self, within: Duration) {
-        eventually(within, "the cluster is ok on every node", || async {
-            for s in &self.servers {
-                let info: String = s.query(redis::cmd("CLUSTER").arg("INFO")).await;
-                if !info.contains("cluster_state:ok") || !info.contains("cluster_known_nodes:6") {
-                    return false;
-                }
-            }
-            true
-        })
-        .await;
-    }
-
-    /// The master that answers `key` itself (the others redirect): its port and the value.
-    async fn owner(&self, key: &str) -> Option<(u16, Option<String>)> {
-        for s in &self.servers {
-            let mut con = s.con().await;
-            let got: redis::RedisResult<Option<String>> =
-                redis::cmd("GET").arg(key).query_async(&mut con).await;
-            if let Ok(v) = got {
-                return Some((s.port(), v));
-            }
-        }
-        None
-    }
-
-    async fn role(&self, port: u16) -> String {
-        self.by_port(port)
-            .info_field("replication", "role")
-            .await
-            .unwrap_or_default()
-    }
-
-    /// The port of a replica of the master on `port`.
-    async fn replica_of(&self, port: u16) -> u16 {
-        let line = self
-            .by_port(port)
-            .info_field("replication", "slave0")
-            .await
-            .expect("the master has a replica");
-        line.split(',')
-            .find_map(|kv| kv.strip_prefix("port="))
-            .and_then(|p| p.parse().ok())
-            .expect("a replica port")
-    }
-}
+use support::cluster::Cluster;
+use support::{config, eventually, ms, opts, within};
 
 /// `(lock id, code)` of every lost lock the hook saw.
 type LostEvents = Arc<Mutex<Vec<(u64, ErrorCode)>>>;

@@ -11,18 +11,11 @@ use lockdog::core::lock::Status;
 use lockdog::core::{Client, ClientConfig, ErrorCode, Event, EventHook, NodeAnswer};
 use tokio_util::sync::CancellationToken;
 
-use support::{config, eventually, ms, opts, within, RedisServer};
+use support::redlock::{three, warm_up};
+use support::{config, eventually, ms, opts, within};
 
 fn key(cfg: &ClientConfig, name: &str) -> String {
     format!("{}{name}", cfg.key_prefix)
-}
-
-fn three() -> [RedisServer; 3] {
-    [
-        RedisServer::start(),
-        RedisServer::start(),
-        RedisServer::start(),
-    ]
 }
 
 /// A client whose hook records node errors as `"host:port kind"`.
@@ -43,19 +36,6 @@ fn client_with_hook(cfg: ClientConfig) -> (Client, Arc<Mutex<Vec<String>>>) {
         Client::new(cfg, Some(hook)).expect("valid client config"),
         seen,
     )
-}
-
-/// Opens the client's connection to every node (and loads the scripts).
-async fn warm_up(locks: &Client) {
-    let lock = locks
-        .acquire(
-            vec!["warm-up".into()],
-            &opts(5_000),
-            CancellationToken::new(),
-        )
-        .await
-        .expect("warm-up lock");
-    assert!(lock.release().await.expect("warm-up release"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

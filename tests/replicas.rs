@@ -8,26 +8,8 @@ use std::time::Duration;
 use lockdog::core::{Client, ErrorCode};
 use tokio_util::sync::CancellationToken;
 
-use support::{config, eventually, ms, opts, within, RedisServer};
-
-fn with_replica() -> (RedisServer, RedisServer) {
-    // A full sync otherwise waits 5 s for more replicas (repl-diskless-sync-delay).
-    let master = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
-    let port = master.port().to_string();
-    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
-    (master, replica)
-}
-
-async fn linked(replica: &RedisServer) {
-    eventually(ms(30_000), "the replica to sync", || async {
-        replica
-            .info_field("replication", "master_link_status")
-            .await
-            .as_deref()
-            == Some("up")
-    })
-    .await;
-}
+use support::replicas::{linked, with_replica};
+use support::{config, ms, opts, within, RedisServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acquisition_and_an_extension_wait_for_the_replica() {

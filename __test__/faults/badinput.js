@@ -31,7 +31,7 @@ function cases(url) {
   const closed = new LockClient({ url })
   const fn = () => 1
   const notNumbers = [null, '1000', true, {}, [], Symbol('s'), fn, 10n, new Date(0), 'NaN']
-  const badNumbers = [NaN, -5, 1.5, 2 ** 31, Infinity, -Infinity]
+  const badNumbers = [NaN, -5, 1.5, 2 ** 53, Infinity, -Infinity]
   const notStrings = [null, 1, true, {}, [], Symbol('s'), fn, 10n, Buffer.from('x')]
   const notBool = [null, 1, 'yes', {}, fn]
   const show = (v) => {

@@ -22,7 +22,7 @@ type EventCallback = ThreadsafeFunction<
     true,
 >;
 
-/// The native lock client; `index.js` wraps it in `LockClient`.
+/// The native lock client; `lib/client.js` wraps it in `LockClient`.
 #[napi]
 pub struct NativeClient {
     core: core::Client,

@@ -6,7 +6,7 @@ use crate::core::config::lease_millis;
 use crate::core::lock::Status;
 use crate::core::Lock;
 
-/// A held lock as the native layer sees it; `index.js` wraps it in `Lock`.
+/// A held lock as the native layer sees it; `lib/client.js` wraps it in `Lock`.
 #[napi]
 pub struct NativeLock {
     pub(crate) lock: Lock,

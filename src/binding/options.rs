@@ -283,7 +283,7 @@ impl LockClientOptions {
             wait_replicas_timeout: self.wait_replicas_timeout,
         }
         .to_core()?;
-        if cfg.key_prefix.len() > config::MAX_KEY_BYTES {
+        if cfg.key_prefix.len() > crate::core::keys::MAX_KEY_BYTES {
             return Err(LockError::out_of_range(
                 "keyPrefix",
                 "at most 65536 bytes long",

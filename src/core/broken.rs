@@ -39,3 +39,61 @@ pub fn mode() -> Broken {
 pub fn mode() -> Broken {
     Broken::None
 }
+
+/// The clock-drift allowance as the lock uses it (none under `NoDrift`).
+pub fn drift(allowance: std::time::Duration) -> std::time::Duration {
+    if mode() == Broken::NoDrift {
+        std::time::Duration::ZERO
+    } else {
+        allowance
+    }
+}
+
+/// When an attempt's validity starts counting: before the first request was
+/// sent, or (`LateClock`) only once the replies are in.
+pub fn validity_start(sent: std::time::Instant) -> std::time::Instant {
+    if mode() == Broken::LateClock {
+        std::time::Instant::now()
+    } else {
+        sent
+    }
+}
+
+/// `SwallowFailures`: a lost lock is kept and renewed as if it were held.
+pub fn swallows_losses() -> bool {
+    mode() == Broken::SwallowFailures
+}
+
+/// `PlainDel`: the release as a plain `DEL` of whatever the keys hold.
+pub fn release_cmd(keys: &[String]) -> Option<redis::Cmd> {
+    (mode() == Broken::PlainDel).then(|| {
+        let mut del = redis::cmd("DEL");
+        del.arg(keys);
+        del
+    })
+}
+
+/// `ExtendRecreates`: the extend as an `EVAL` that sets the keys whatever they
+/// hold (ARGV: token, ttl), instead of the token-checked script.
+pub fn extend_cmd() -> Option<redis::Cmd> {
+    (mode() == Broken::ExtendRecreates).then(|| {
+        let mut eval = redis::cmd("EVAL");
+        eval.arg(RECREATE);
+        eval
+    })
+}
+
+/// `ExtendRecreates` for the watchdog's batches: the source of a script taking
+/// the renewal script's arguments that sets every key whatever it holds.
+pub fn renew_script() -> Option<&'static str> {
+    (mode() == Broken::ExtendRecreates).then_some(RENEW_RECREATES)
+}
+
+const RENEW_RECREATES: &str = "local out, k, a = {}, 1, 2 \
+    for l = 1, tonumber(ARGV[1]) do \
+      for i = k, k + tonumber(ARGV[a]) - 1 do redis.call('SET', KEYS[i], ARGV[a + 1], 'PX', ARGV[a + 2]) end \
+      out[l] = 1 k = k + tonumber(ARGV[a]) a = a + 3 \
+    end return out";
+
+const RECREATE: &str =
+    "for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2]) end return 1";

@@ -3,6 +3,8 @@
 use std::time::Duration;
 
 use crate::core::error::{LockError, Result};
+pub use crate::core::tls::TlsConfig;
+use crate::core::{broken, quorum};
 
 /// Largest wait, delay or timeout accepted, in ms (what a 32-bit signed timer can hold).
 pub const MAX_MS: u64 = 2_147_483_647;
@@ -10,10 +12,6 @@ pub const MAX_MS: u64 = 2_147_483_647;
 /// (`Number.MAX_SAFE_INTEGER`). Redis takes 64-bit PX values, and no timer is
 /// armed for a lease's full length, so the timer limit does not apply.
 pub const MAX_LEASE_MS: u64 = (1 << 53) - 1;
-/// Longest accepted lock key, in UTF-8 bytes.
-pub const MAX_KEY_BYTES: usize = 64 * 1024;
-/// Most keys one lock may hold.
-pub const MAX_KEYS: usize = 1024;
 
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 pub const DEFAULT_TTL: Duration = Duration::from_millis(30_000);
@@ -26,27 +24,6 @@ pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_millis(10_000);
 pub const DEFAULT_WAIT_REPLICAS_TIMEOUT: Duration = Duration::from_millis(100);
 /// Share of the TTL a Redlock node gets to answer an acquire or renewal.
 pub const NODE_TIMEOUT_SHARE: f64 = 0.05;
-
-/// TLS material for `rediss://` nodes, PEM-encoded. Without a CA the system's
-/// trust store is used.
-#[derive(Clone, Default)]
-#[non_exhaustive]
-pub struct TlsConfig {
-    pub ca: Option<Vec<u8>>,
-    pub cert: Option<Vec<u8>>,
-    pub key: Option<Vec<u8>>,
-}
-
-impl std::fmt::Debug for TlsConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never print key material.
-        f.debug_struct("TlsConfig")
-            .field("ca", &self.ca.is_some())
-            .field("cert", &self.cert.is_some())
-            .field("key", &self.key.is_some())
-            .finish()
-    }
-}
 
 /// How a client reaches Redis and the defaults its locks use.
 #[derive(Debug, Clone)]
@@ -99,7 +76,7 @@ impl ClientConfig {
     }
 
     pub fn quorum(&self) -> usize {
-        self.node_count() / 2 + 1
+        quorum::needed(self.node_count())
     }
 
     /// How long one node may take to answer an acquire or renewal of a lock with `ttl`.
@@ -119,10 +96,7 @@ impl ClientConfig {
 
     /// The clock-drift allowance for a lease of `ttl`: ttl × driftFactor + 2 ms.
     pub fn drift_for(&self, ttl: Duration) -> Duration {
-        if crate::core::broken::mode() == crate::core::broken::Broken::NoDrift {
-            return Duration::ZERO;
-        }
-        ttl.mul_f64(self.drift_factor) + Duration::from_millis(2)
+        broken::drift(quorum::drift(ttl, self.drift_factor))
     }
 
     pub fn validate(&self) -> Result<()> {
@@ -138,6 +112,9 @@ impl ClientConfig {
                 ">= 0 and < 0.5",
                 self.drift_factor,
             ));
+        }
+        if let Some(tls) = &self.tls {
+            tls.validate()?;
         }
         let spec = self.defaults.resolve()?;
         self.check_spec(&spec)
@@ -288,40 +265,6 @@ pub fn lease_millis(name: &str, value: f64, min: u64) -> Result<Duration> {
     whole_number_up_to(name, value, min, MAX_LEASE_MS).map(Duration::from_millis)
 }
 
-/// Checks and de-duplicates the keys of one lock, keeping their order.
-pub fn lock_keys(keys: Vec<String>) -> Result<Vec<String>> {
-    if keys.is_empty() {
-        return Err(LockError::invalid_value("key", "must not be an empty list"));
-    }
-    if keys.len() > MAX_KEYS {
-        return Err(LockError::out_of_range(
-            "key",
-            &format!("a list of at most {MAX_KEYS} keys"),
-            keys.len(),
-        ));
-    }
-    let mut out: Vec<String> = Vec::with_capacity(keys.len());
-    for key in keys {
-        if key.is_empty() {
-            return Err(LockError::invalid_value(
-                "key",
-                "must be a non-empty string",
-            ));
-        }
-        if key.len() > MAX_KEY_BYTES {
-            return Err(LockError::out_of_range(
-                "key",
-                &format!("at most {MAX_KEY_BYTES} bytes long"),
-                format!("{} bytes", key.len()),
-            ));
-        }
-        if !out.contains(&key) {
-            out.push(key);
-        }
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,17 +318,6 @@ mod tests {
             opts.resolve().expect_err("rejected").code,
             ErrorCode::OutOfRange
         );
-    }
-
-    #[test]
-    fn keys_are_checked_and_deduplicated() {
-        assert_eq!(
-            lock_keys(vec!["a".into(), "b".into(), "a".into()]).ok(),
-            Some(vec!["a".to_string(), "b".to_string()])
-        );
-        assert!(lock_keys(vec![]).is_err());
-        assert!(lock_keys(vec![String::new()]).is_err());
-        assert!(lock_keys(vec!["x".repeat(MAX_KEY_BYTES + 1)]).is_err());
     }
 
     #[test]

@@ -1,6 +1,10 @@
 //! One error type for every failure, each with a stable code that JS sees as `err.code`.
 
 use std::fmt;
+use std::sync::Arc;
+
+/// What a failure can be caused by (kept as `source`, so the chain survives).
+pub type Cause = Arc<dyn std::error::Error + Send + Sync>;
 
 /// The stable codes a caller can match on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,9 +68,54 @@ pub enum NodeAnswer {
     /// The node did not answer within its timeout.
     Timeout,
     /// The node could not be reached.
-    Unreachable(String),
+    Unreachable(Fault),
     /// The node answered with an error reply.
-    ErrorReply(String),
+    ErrorReply(Fault),
+}
+
+/// Why a node failed: the text shown (never with credentials), and the Redis
+/// error behind it when there is one. Compared by text.
+#[derive(Debug, Clone)]
+pub struct Fault {
+    text: String,
+    cause: Option<Cause>,
+}
+
+impl Fault {
+    pub fn caused_by(text: String, cause: redis::RedisError) -> Fault {
+        Fault {
+            text,
+            cause: Some(Arc::new(cause)),
+        }
+    }
+
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+}
+
+impl PartialEq for Fault {
+    fn eq(&self, other: &Fault) -> bool {
+        self.text == other.text
+    }
+}
+
+impl From<String> for Fault {
+    fn from(text: String) -> Fault {
+        Fault { text, cause: None }
+    }
+}
+
+impl From<&str> for Fault {
+    fn from(text: &str) -> Fault {
+        Fault::from(text.to_string())
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
 }
 
 impl NodeAnswer {
@@ -78,6 +127,14 @@ impl NodeAnswer {
             NodeAnswer::Timeout => "timeout",
             NodeAnswer::Unreachable(_) => "unreachable",
             NodeAnswer::ErrorReply(_) => "error",
+        }
+    }
+
+    /// The Redis error behind a fault, if any.
+    pub fn cause(&self) -> Option<Cause> {
+        match self {
+            NodeAnswer::Unreachable(f) | NodeAnswer::ErrorReply(f) => f.cause.clone(),
+            _ => None,
         }
     }
 
@@ -125,6 +182,8 @@ pub struct LockError {
     pub remaining_ms: Option<u64>,
     /// What each node answered in the last attempt.
     pub nodes: Vec<NodeReport>,
+    /// The Redis error behind it, when one node's fault is the whole story.
+    pub source: Option<Cause>,
 }
 
 impl LockError {
@@ -136,6 +195,7 @@ impl LockError {
             attempts: 0,
             remaining_ms: None,
             nodes: Vec::new(),
+            source: None,
         }
     }
 
@@ -166,6 +226,11 @@ impl LockError {
 
     pub fn with_attempts(mut self, attempts: u32) -> Self {
         self.attempts = attempts;
+        self
+    }
+
+    pub fn with_source(mut self, source: Cause) -> Self {
+        self.source = Some(source);
         self
     }
 

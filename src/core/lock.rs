@@ -1,316 +1,129 @@
-//! The shared state of one held lock: token, keys and its local validity deadline
-//! on the monotonic clock. Read without locks from any thread (e.g. `lock.remaining`).
+//! The handle a caller holds: a [`Lock`] reads its [`LockState`] and sends
+//! releases and extensions through the client it came from.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{LazyLock, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
+use crate::core::error::{LockError, Result};
+use crate::core::lock_state::LockState;
+pub use crate::core::lock_state::Status;
+use crate::core::shared::Inner;
 
-use crate::core::error::LockError;
-use crate::core::waiters::wait_until;
-
-static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
-
-/// An instant as µs since start-up, for atomics: u64 µs reach 584,000 years,
-/// past the longest lease (2^53 ms, about 285,000 years).
-pub(crate) fn to_us(at: Instant) -> u64 {
-    u64::try_from(at.saturating_duration_since(*EPOCH).as_micros()).unwrap_or(u64::MAX)
+struct LockHandle {
+    state: Arc<LockState>,
+    inner: Arc<Inner>,
 }
 
-pub(crate) fn from_us(us: u64) -> Instant {
-    later(*EPOCH, Duration::from_micros(us))
-}
-
-/// `at + d`, saturating far in the future instead of overflowing: leases may be
-/// as long as 2^53 ms, and the core takes any `Duration`.
-pub(crate) fn later(at: Instant, d: Duration) -> Instant {
-    at.checked_add(d)
-        .or_else(|| at.checked_add(FAR))
-        .unwrap_or(at)
-}
-
-/// "Never", as far as a lock is concerned.
-const FAR: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-
-/// Whole ms of `d`, saturating.
-pub(crate) fn ms_of(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-const HELD: u8 = 0;
-const RELEASED: u8 = 1;
-const LOST: u8 = 2;
-
-/// Where a lock is in its life. Only `Held` can change, and only once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    Held,
-    Released,
-    Lost,
-}
-
-pub struct LockState {
-    pub id: u64,
-    /// The keys as stored in Redis: the client's prefix, then the name the
-    /// caller gave (see [`LockState::names`]).
-    pub keys: Vec<String>,
-    prefix_len: usize,
-    pub token: String,
-    pub attempts: u32,
-    pub acquired_at: Instant,
-    /// The watchdog stops renewing at this instant (`maxHold`).
-    pub hold_until: Option<Instant>,
-    pub auto_renew: bool,
-    /// The fencing token, when the client hands them out.
-    pub fence: Option<i64>,
-    /// `waitReplicas`: (replicas, timeout) for each manual extension.
-    pub wait_replicas: Option<(u32, Duration)>,
-    /// Replicas that acknowledged the last acquisition or extension; u32::MAX: unknown.
-    replicas: std::sync::atomic::AtomicU32,
-    ttl_ms: AtomicU64,
-    renew_every_ms: AtomicU64,
-    deadline_us: AtomicU64,
-    /// Bumped by every manual extend, so a renewal sent before it cannot bring
-    /// back the lease it replaced.
-    generation: AtomicU64,
-    /// Held while a PEXPIRE of this lock is in flight (a watchdog renewal or a
-    /// manual extend), so they reach Redis one after the other: a renewal sent
-    /// with the old TTL can never land after an extend and shorten its lease.
-    lease: std::sync::Arc<tokio::sync::Mutex<()>>,
-    status: AtomicU8,
-    /// Set once the lock ended and its end was reported; `ended_wake` wakes its waiters.
-    ended_flag: AtomicBool,
-    ended_wake: Notify,
-    loss: Mutex<Option<Box<LockError>>>,
-}
-
-/// What [`LockState::new`] needs.
-pub struct NewLock {
-    pub id: u64,
-    pub keys: Vec<String>,
-    /// The length of the client's key prefix at the start of each key.
-    pub prefix_len: usize,
-    pub token: String,
-    pub attempts: u32,
-    pub acquired_at: Instant,
-    pub deadline: Instant,
-    pub ttl: Duration,
-    pub renew_every: Duration,
-    pub hold_until: Option<Instant>,
-    pub auto_renew: bool,
-    pub fence: Option<i64>,
-    /// `waitReplicas`: (replicas, timeout) for each acquisition and extension.
-    pub wait_replicas: Option<(u32, Duration)>,
-}
-
-impl LockState {
-    pub fn new(n: NewLock) -> Self {
-        LockState {
-            id: n.id,
-            keys: n.keys,
-            prefix_len: n.prefix_len,
-            token: n.token,
-            attempts: n.attempts,
-            acquired_at: n.acquired_at,
-            hold_until: n.hold_until,
-            auto_renew: n.auto_renew,
-            fence: n.fence,
-            wait_replicas: n.wait_replicas,
-            replicas: std::sync::atomic::AtomicU32::new(u32::MAX),
-            ttl_ms: AtomicU64::new(ms_of(n.ttl)),
-            renew_every_ms: AtomicU64::new(ms_of(n.renew_every)),
-            deadline_us: AtomicU64::new(to_us(n.deadline)),
-            generation: AtomicU64::new(0),
-            lease: Default::default(),
-            status: AtomicU8::new(HELD),
-            ended_flag: AtomicBool::new(false),
-            ended_wake: Notify::new(),
-            loss: Mutex::new(None),
+impl Drop for LockHandle {
+    /// A lock nobody can reach any more is never renewed again; its keys expire by TTL.
+    fn drop(&mut self) {
+        if self.state.end_released() {
+            self.inner.watchdog.unwatch(self.state.id);
+            self.inner.stats.held.fetch_sub(1, Ordering::Relaxed);
         }
     }
+}
 
-    /// The keys as the caller named them (without the client's prefix).
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.keys
-            .iter()
-            .map(|k| k.get(self.prefix_len..).unwrap_or(k.as_str()))
+/// A held lock. Cheap to clone; when the last clone is dropped the watchdog
+/// stops renewing it.
+#[derive(Clone)]
+pub struct Lock(Arc<LockHandle>);
+
+impl Lock {
+    pub(crate) fn new(state: Arc<LockState>, inner: Arc<Inner>) -> Lock {
+        Lock(Arc::new(LockHandle { state, inner }))
     }
 
-    /// The names joined for messages: `a, b`.
-    pub fn label(&self) -> String {
-        self.names().collect::<Vec<_>>().join(", ")
+    fn state(&self) -> &Arc<LockState> {
+        &self.0.state
     }
 
-    pub fn status(&self) -> Status {
-        match self.status.load(Ordering::Acquire) {
-            HELD => Status::Held,
-            RELEASED => Status::Released,
-            _ => Status::Lost,
-        }
+    pub fn id(&self) -> u64 {
+        self.state().id
     }
 
-    /// Held and still inside its validity, by the local monotonic clock.
-    pub fn is_held(&self) -> bool {
-        self.status() == Status::Held && Instant::now() < self.deadline()
+    /// The keys as the caller named them.
+    pub fn names(&self) -> Vec<String> {
+        self.state().names().map(str::to_string).collect()
     }
 
-    pub fn deadline(&self) -> Instant {
-        from_us(self.deadline_us.load(Ordering::Acquire))
+    /// The first key as the caller named it.
+    pub fn name(&self) -> &str {
+        self.state().names().next().unwrap_or_default()
     }
 
-    pub fn set_deadline(&self, at: Instant) {
-        self.deadline_us.store(to_us(at), Ordering::Release);
+    pub fn token(&self) -> &str {
+        &self.state().token
     }
 
-    /// Validity left (zero once released, lost or expired).
-    pub fn remaining(&self) -> Duration {
-        if self.status() != Status::Held {
-            return Duration::ZERO;
-        }
-        self.deadline().saturating_duration_since(Instant::now())
-    }
-
-    pub fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
-    }
-
-    /// A new lease replaces the old one (manual extend).
-    pub fn next_generation(&self) {
-        self.generation.fetch_add(1, Ordering::AcqRel);
-    }
-
+    /// Replicas that acknowledged the last acquisition or manual extension
+    /// (`waitReplicas`); `None` when not asked for, or when WAIT failed.
     pub fn replicas(&self) -> Option<u32> {
-        match self.replicas.load(Ordering::Relaxed) {
-            u32::MAX => None,
-            n => Some(n),
-        }
+        self.state().replicas()
     }
 
-    pub fn set_replicas(&self, n: Option<u32>) {
-        self.replicas
-            .store(n.unwrap_or(u32::MAX), Ordering::Relaxed);
+    pub fn attempts(&self) -> u32 {
+        self.state().attempts
     }
 
-    /// Waits for any renewal of this lock in flight, then holds off new ones.
-    pub async fn lease_guard(&self) -> tokio::sync::MutexGuard<'_, ()> {
-        self.lease.lock().await
-    }
-
-    /// The same without waiting: `None` while an extend is in flight.
-    pub fn try_lease_guard(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
-        self.lease.clone().try_lock_owned().ok()
+    /// The fencing token handed out with this lock (client option `fencing`):
+    /// larger for every later acquisition of the same key on that node.
+    pub fn fence(&self) -> Option<i64> {
+        self.state().fence
     }
 
     pub fn ttl(&self) -> Duration {
-        Duration::from_millis(self.ttl_ms.load(Ordering::Relaxed))
+        self.state().ttl()
     }
 
-    pub fn renew_every(&self) -> Duration {
-        Duration::from_millis(self.renew_every_ms.load(Ordering::Relaxed))
+    pub fn remaining(&self) -> Duration {
+        self.state().remaining()
     }
 
-    /// A manual extend changes the lease length the watchdog keeps renewing.
-    pub fn set_ttl(&self, ttl: Duration, renew_every: Duration) {
-        self.ttl_ms.store(ms_of(ttl), Ordering::Relaxed);
-        self.renew_every_ms
-            .store(ms_of(renew_every), Ordering::Relaxed);
+    pub fn is_held(&self) -> bool {
+        self.state().is_held()
     }
 
-    /// Whether the watchdog may still renew at `now` (auto-renew on, `maxHold` not reached).
-    pub fn renewable(&self, now: Instant) -> bool {
-        self.auto_renew && self.hold_until.is_none_or(|h| now < h)
+    pub fn status(&self) -> Status {
+        self.state().status()
     }
 
-    /// Moves from `Held` to `Released`; false if it had already ended.
-    pub fn end_released(&self) -> bool {
-        self.end(RELEASED)
+    /// The monotonic instant the lock's validity ends (if not renewed).
+    pub fn deadline(&self) -> Instant {
+        self.state().deadline()
     }
 
-    /// Moves from `Held` to `Lost`, keeping why; false if it had already ended.
-    /// Waiters on [`LockState::ended`] are woken by [`LockState::notify_ended`],
-    /// once the loss has been counted and reported.
-    pub fn end_lost(&self, why: LockError) -> bool {
-        if let Ok(mut slot) = self.loss.lock() {
-            if slot.is_none() && self.status() == Status::Held {
-                *slot = Some(Box::new(why));
-            }
-        }
-        self.status
-            .compare_exchange(HELD, LOST, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-    }
-
-    fn end(&self, to: u8) -> bool {
-        let won = self
-            .status
-            .compare_exchange(HELD, to, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok();
-        if won {
-            self.notify_ended();
-        }
-        won
-    }
-
-    pub fn notify_ended(&self) {
-        self.ended_flag.store(true, Ordering::Release);
-        self.ended_wake.notify_waiters();
-    }
-
-    /// Why the lock was lost, once it was.
+    /// Why the lock was lost, if it was.
     pub fn loss(&self) -> Option<LockError> {
-        if self.status() != Status::Lost {
-            return None;
-        }
-        self.loss.lock().ok().and_then(|l| l.as_deref().cloned())
+        self.state().loss()
     }
 
     /// Completes when the lock is released or lost.
     pub async fn ended(&self) {
-        wait_until(&self.ended_wake, || self.ended_flag.load(Ordering::Acquire)).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::core::error::ErrorCode;
-
-    fn state(valid_for: Duration) -> LockState {
-        let now = Instant::now();
-        LockState::new(NewLock {
-            id: 1,
-            keys: vec!["k".into()],
-            prefix_len: 0,
-            token: "t".into(),
-            attempts: 1,
-            acquired_at: now,
-            deadline: now + valid_for,
-            ttl: Duration::from_secs(1),
-            renew_every: Duration::from_millis(333),
-            hold_until: None,
-            auto_renew: true,
-            fence: None,
-            wait_replicas: None,
-        })
+        self.state().ended().await
     }
 
-    #[test]
-    fn a_lock_ends_once() {
-        let s = state(Duration::from_secs(1));
-        assert!(s.is_held());
-        assert!(s.end_lost(LockError::new(ErrorCode::Lost, "gone")));
-        assert!(!s.end_released(), "a lost lock cannot be released after");
-        assert_eq!(s.status(), Status::Lost);
-        assert_eq!(s.loss().map(|e| e.code), Some(ErrorCode::Lost));
-        assert_eq!(s.remaining(), Duration::ZERO);
+    /// Releases the lock everywhere. The watchdog stops first. `Ok(false)` when
+    /// it had already been released or lost, or no longer held our token.
+    pub async fn release(&self) -> Result<bool> {
+        let state = self.state();
+        let inner = &self.0.inner;
+        if !state.end_released() {
+            return Ok(false);
+        }
+        inner.watchdog.unwatch(state.id);
+        inner.stats.held.fetch_sub(1, Ordering::Relaxed);
+        let out = inner.release_state(state).await;
+        if let Ok(true) = out {
+            inner.stats.released.fetch_add(1, Ordering::Relaxed);
+        }
+        out
     }
 
-    #[test]
-    fn validity_is_local_and_monotonic() {
-        let s = state(Duration::from_millis(0));
-        assert!(!s.is_held(), "past its deadline a lock is not held");
-        let s = state(Duration::from_secs(5));
-        assert!(s.remaining() > Duration::from_secs(4));
+    /// Extends the lease to `ttl` from now (same token) and makes `ttl` the
+    /// lease the watchdog keeps renewing. Never recreates a missing key.
+    pub async fn extend(&self, ttl: Duration) -> Result<()> {
+        self.0.inner.extend(self.state(), ttl).await
     }
 }

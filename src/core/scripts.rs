@@ -16,13 +16,17 @@ pub static RELEASE: LazyLock<Script> =
 pub static EXTEND: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/extend.lua")));
 
+/// [`EXTEND`] for many locks in one call, one result per lock.
+pub static RENEW: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/renew.lua")));
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn scripts_are_token_checked() {
-        for script in [&*RELEASE, &*EXTEND, &*ACQUIRE] {
+        for script in [&*RELEASE, &*EXTEND, &*ACQUIRE, &*RENEW] {
             assert_eq!(script.get_hash().len(), 40);
         }
         let extend = include_str!("../scripts/extend.lua");
@@ -30,6 +34,9 @@ mod tests {
             !extend.contains("'SET'"),
             "extend must never recreate a key"
         );
+        let renew = include_str!("../scripts/renew.lua");
+        assert!(!renew.contains("'SET'"), "renew must never recreate a key");
+        assert!(renew.contains("~= token"), "renew must check the token");
         let release = include_str!("../scripts/release.lua");
         assert!(
             release.contains("== ARGV[1]"),

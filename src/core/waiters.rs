@@ -11,38 +11,19 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
-/// The channel the release script publishes a key's release notices on.
-pub const CHANNEL_PREFIX: &str = "__lockdog:released:";
+use crate::core::keys::CHANNEL_PREFIX;
+use crate::core::sync;
+use crate::core::time::wait_until;
 
-/// The pub/sub channel for a stored key.
-pub fn channel(key: &str) -> String {
-    format!("{CHANNEL_PREFIX}{key}")
-}
-
-/// Completes once `ready()` is true, checking it again at every wake-up of
-/// `notify` (`notify_waiters`); registered before each check, so a wake-up
-/// between the check and the wait is never missed.
-pub async fn wait_until(notify: &Notify, mut ready: impl FnMut() -> bool) {
-    loop {
-        let woken = notify.notified();
-        tokio::pin!(woken);
-        woken.as_mut().enable();
-        if ready() {
-            return;
-        }
-        woken.await;
-    }
-}
-
-/// One waiting caller.
-pub struct Slot {
+/// One waiting caller's place in a key's queue.
+pub struct Place {
     id: u64,
     notify: Notify,
     /// Woken and not yet acted on; handed to the next waiter if this one leaves.
     woken: AtomicBool,
 }
 
-impl Slot {
+impl Place {
     /// Completes when a release notice reaches this waiter (at once if one
     /// already did and was not consumed).
     pub async fn woken(&self) {
@@ -62,7 +43,7 @@ impl Slot {
 
 #[derive(Default)]
 struct Queue {
-    slots: VecDeque<Arc<Slot>>,
+    places: VecDeque<Arc<Place>>,
     /// The token of the last release notice, so the copies of one release
     /// that each Redlock node publishes wake one waiter, not N.
     last_token: Option<String>,
@@ -77,7 +58,7 @@ pub struct Waiters {
 
 /// What [`Waiters::join`] did.
 pub struct Joined {
-    pub slot: Arc<Slot>,
+    pub place: Arc<Place>,
     /// The queue for this key was just created: nobody in this client was
     /// subscribed to its release notices yet.
     pub first: bool,
@@ -86,66 +67,51 @@ pub struct Joined {
 impl Waiters {
     /// Queues a waiter for `key` behind those already waiting.
     pub fn join(&self, key: &str) -> Joined {
-        let slot = Arc::new(Slot {
+        let place = Arc::new(Place {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             notify: Notify::new(),
             woken: AtomicBool::new(false),
         });
-        let Ok(mut queues) = self.queues.lock() else {
-            return Joined { slot, first: false };
-        };
+        let mut queues = sync::lock(&self.queues);
         let first = !queues.contains_key(key);
         queues
             .entry(key.to_string())
             .or_default()
-            .slots
-            .push_back(slot.clone());
-        Joined { slot, first }
+            .places
+            .push_back(place.clone());
+        Joined { place, first }
     }
 
     /// Takes a waiter out of the queue. A notice it had not acted on goes to
     /// the next waiter. True when nobody waits for `key` any more.
-    pub fn leave(&self, key: &str, slot: &Slot) -> bool {
-        let Ok(mut queues) = self.queues.lock() else {
-            return false;
-        };
+    pub fn leave(&self, key: &str, place: &Place) -> bool {
+        let mut queues = sync::lock(&self.queues);
         let Some(queue) = queues.get_mut(key) else {
             return true;
         };
-        let was_head = queue.slots.front().is_some_and(|s| s.id == slot.id);
-        queue.slots.retain(|s| s.id != slot.id);
-        if queue.slots.is_empty() {
+        let was_head = queue.places.front().is_some_and(|s| s.id == place.id);
+        queue.places.retain(|s| s.id != place.id);
+        if queue.places.is_empty() {
             queues.remove(key);
             return true;
         }
-        if was_head && slot.woken.swap(false, Ordering::AcqRel) {
-            if let Some(next) = queue.slots.front() {
+        if was_head && place.woken.swap(false, Ordering::AcqRel) {
+            if let Some(next) = queue.places.front() {
                 next.wake();
             }
         }
         false
     }
 
-    /// True while `slot` is first in line for `key`.
-    pub fn is_head(&self, key: &str, slot: &Slot) -> bool {
-        self.queues.lock().is_ok_and(|q| {
-            q.get(key)
-                .and_then(|q| q.slots.front())
-                .is_some_and(|s| s.id == slot.id)
-        })
-    }
-
     /// True while somebody waits for `key`.
     pub fn waiting(&self, key: &str) -> bool {
-        self.queues.lock().is_ok_and(|q| q.contains_key(key))
+        sync::lock(&self.queues).contains_key(key)
     }
 
     /// A release notice: `key` was released by the holder of `token`. Wakes
     /// the first waiter, once per release.
     pub fn released(&self, key: &str, token: &str) {
-        let Ok(mut queues) = self.queues.lock() else {
-            return;
-        };
+        let mut queues = sync::lock(&self.queues);
         let Some(queue) = queues.get_mut(key) else {
             return;
         };
@@ -153,7 +119,7 @@ impl Waiters {
             return;
         }
         queue.last_token = Some(token.to_string());
-        if let Some(head) = queue.slots.front() {
+        if let Some(head) = queue.places.front() {
             head.wake();
         }
     }
@@ -173,10 +139,21 @@ impl Waiters {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::keys::channel;
     use std::time::Duration;
 
-    async fn is_woken(slot: &Slot) -> bool {
-        tokio::time::timeout(Duration::from_millis(20), slot.woken())
+    impl Waiters {
+        /// True while `place` is first in line for `key`.
+        fn is_head(&self, key: &str, place: &Place) -> bool {
+            sync::lock(&self.queues)
+                .get(key)
+                .and_then(|q| q.places.front())
+                .is_some_and(|s| s.id == place.id)
+        }
+    }
+
+    async fn is_woken(place: &Place) -> bool {
+        tokio::time::timeout(Duration::from_millis(20), place.woken())
             .await
             .is_ok()
     }
@@ -188,21 +165,21 @@ mod tests {
         let b = w.join("k");
         assert!(a.first);
         assert!(!b.first);
-        assert!(w.is_head("k", &a.slot));
+        assert!(w.is_head("k", &a.place));
         w.released("k", "t1");
         w.released("k", "t1"); // the same release from a second node
-        assert!(is_woken(&a.slot).await);
-        assert!(!is_woken(&b.slot).await);
-        assert!(!is_woken(&a.slot).await, "one notice, one wake-up");
-        assert!(!w.leave("k", &a.slot));
-        assert!(w.is_head("k", &b.slot));
+        assert!(is_woken(&a.place).await);
+        assert!(!is_woken(&b.place).await);
+        assert!(!is_woken(&a.place).await, "one notice, one wake-up");
+        assert!(!w.leave("k", &a.place));
+        assert!(w.is_head("k", &b.place));
         assert!(
-            !is_woken(&b.slot).await,
+            !is_woken(&b.place).await,
             "a consumed notice is not handed on"
         );
         w.released("k", "t2");
-        assert!(is_woken(&b.slot).await);
-        assert!(w.leave("k", &b.slot), "the queue is empty");
+        assert!(is_woken(&b.place).await);
+        assert!(w.leave("k", &b.place), "the queue is empty");
         assert!(!w.waiting("k"));
     }
 
@@ -212,8 +189,8 @@ mod tests {
         let a = w.join("k");
         let b = w.join("k");
         w.released("k", "t1");
-        assert!(!w.leave("k", &a.slot));
-        assert!(is_woken(&b.slot).await);
+        assert!(!w.leave("k", &a.place));
+        assert!(is_woken(&b.place).await);
     }
 
     #[tokio::test]
@@ -222,8 +199,8 @@ mod tests {
         let a = w.join("k");
         w.on_message(b"other", b"t");
         w.on_message(channel("j").as_bytes(), b"t");
-        assert!(!is_woken(&a.slot).await);
+        assert!(!is_woken(&a.place).await);
         w.on_message(channel("k").as_bytes(), b"t");
-        assert!(is_woken(&a.slot).await);
+        assert!(is_woken(&a.place).await);
     }
 }

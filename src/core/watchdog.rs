@@ -1,8 +1,10 @@
-//! One renewal scheduler per client, on tokio. Locks due for renewal are sent
-//! together: one pipelined round trip per node renews every lock in the batch.
-//! It also ends a lock whose local deadline passes without a successful renewal.
+//! One renewal scheduler per client, on tokio: it decides *when*, and leaves
+//! *how* to its [`Renewer`] (see `renew.rs`). Locks due for renewal go out
+//! together, as one batch; a lock whose local deadline passes without a
+//! successful renewal is handed back as expired.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -10,8 +12,18 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::client::Inner;
-use crate::core::lock::{later, to_us, LockState, Status};
+use crate::core::lock_state::{LockState, Status};
+use crate::core::sync;
+use crate::core::time::{later, to_us};
+
+/// What the scheduler drives: it owns the watchdog and acts on its verdicts.
+pub trait Renewer: Send + Sync + 'static {
+    fn watchdog(&self) -> &Watchdog;
+    /// A lock's deadline passed without a successful renewal.
+    fn expired(self: &Arc<Self>, state: &Arc<LockState>);
+    /// Renews a batch; must report each lock with [`Watchdog::done`].
+    fn renew(self: Arc<Self>, batch: Vec<Arc<LockState>>) -> impl Future<Output = ()> + Send;
+}
 
 struct Entry {
     state: Arc<LockState>,
@@ -36,13 +48,13 @@ fn quick_retry(every: Duration) -> Duration {
 }
 
 impl Watchdog {
-    /// Starts the scheduler task once; it holds the client only weakly.
-    pub fn start(&self, inner: &Arc<Inner>) {
+    /// Starts the scheduler task once; it holds its owner only weakly.
+    pub fn start<R: Renewer>(&self, owner: &Arc<R>) {
         if self.started.swap(true, Ordering::AcqRel) {
             return;
         }
         tokio::spawn(run(
-            Arc::downgrade(inner),
+            Arc::downgrade(owner),
             self.wake.clone(),
             self.stop.clone(),
         ));
@@ -55,16 +67,14 @@ impl Watchdog {
     pub fn watch(&self, state: Arc<LockState>) {
         let next_renew = later(Instant::now(), state.renew_every());
         let due = to_us(next_renew.min(state.deadline()));
-        if let Ok(mut entries) = self.entries.lock() {
-            entries.insert(
-                state.id,
-                Entry {
-                    state,
-                    next_renew,
-                    in_flight: false,
-                },
-            );
-        }
+        sync::lock(&self.entries).insert(
+            state.id,
+            Entry {
+                state,
+                next_renew,
+                in_flight: false,
+            },
+        );
         // Waking the scheduler for every acquire would cost a task switch each;
         // only an entry due before its planned wake-up needs it.
         let planned = self.planned_us.load(Ordering::Acquire);
@@ -74,27 +84,23 @@ impl Watchdog {
     }
 
     pub fn unwatch(&self, id: u64) {
-        if let Ok(mut entries) = self.entries.lock() {
-            entries.remove(&id);
-        }
+        sync::lock(&self.entries).remove(&id);
     }
 
     /// After a manual extend: the next renewal is one interval from now.
     pub fn reschedule(&self, id: u64) {
-        if let Ok(mut entries) = self.entries.lock() {
-            if let Some(e) = entries.get_mut(&id) {
-                e.next_renew = later(Instant::now(), e.state.renew_every());
-            }
+        if let Some(e) = sync::lock(&self.entries).get_mut(&id) {
+            e.next_renew = later(Instant::now(), e.state.renew_every());
         }
         self.wake.notify_one();
     }
 
     /// Every lock still watched (for close).
     pub fn drain(&self) -> Vec<Arc<LockState>> {
-        match self.entries.lock() {
-            Ok(mut entries) => entries.drain().map(|(_, e)| e.state).collect(),
-            Err(_) => Vec::new(),
-        }
+        sync::lock(&self.entries)
+            .drain()
+            .map(|(_, e)| e.state)
+            .collect()
     }
 
     /// One pass: returns the locks to renew now, those past their deadline, and
@@ -103,9 +109,7 @@ impl Watchdog {
         let mut next_wake = now + Duration::from_secs(3600);
         let mut expired = Vec::new();
         let mut batch = Vec::new();
-        let Ok(mut entries) = self.entries.lock() else {
-            return (batch, expired, next_wake);
-        };
+        let mut entries = sync::lock(&self.entries);
         entries.retain(|_, e| e.state.status() == Status::Held);
         let mut any_due = false;
         for e in entries.values() {
@@ -148,16 +152,14 @@ impl Watchdog {
     /// Records a batch's outcome for one lock: the next renewal is a full
     /// interval after the batch was sent if it worked, soon if it did not.
     pub fn done(&self, id: u64, renewed: bool, sent_at: Instant) {
-        if let Ok(mut entries) = self.entries.lock() {
-            if let Some(e) = entries.get_mut(&id) {
-                e.in_flight = false;
-                let every = e.state.renew_every();
-                e.next_renew = if renewed {
-                    later(sent_at, every)
-                } else {
-                    Instant::now() + quick_retry(every)
-                };
-            }
+        if let Some(e) = sync::lock(&self.entries).get_mut(&id) {
+            e.in_flight = false;
+            let every = e.state.renew_every();
+            e.next_renew = if renewed {
+                later(sent_at, every)
+            } else {
+                Instant::now() + quick_retry(every)
+            };
         }
     }
 
@@ -166,19 +168,18 @@ impl Watchdog {
     }
 }
 
-async fn run(client: Weak<Inner>, wake: Arc<Notify>, stop: CancellationToken) {
+async fn run<R: Renewer>(owner: Weak<R>, wake: Arc<Notify>, stop: CancellationToken) {
     loop {
         let next_wake = {
-            let Some(inner) = client.upgrade() else {
+            let Some(owner) = owner.upgrade() else {
                 return;
             };
-            let (batch, expired, next_wake) = inner.watchdog.scan(Instant::now());
+            let (batch, expired, next_wake) = owner.watchdog().scan(Instant::now());
             for state in expired {
-                inner.lose_expired(&state);
+                owner.expired(&state);
             }
             if !batch.is_empty() {
-                let inner = inner.clone();
-                tokio::spawn(async move { inner.renew_batch(batch).await });
+                tokio::spawn(owner.clone().renew(batch));
             }
             next_wake
         };

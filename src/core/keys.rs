@@ -1,7 +1,85 @@
-//! Redis Cluster hash slots: a multi-key lock on a cluster must keep every key
-//! (and fence counter) in one slot, so that one script can touch them all.
+//! The names lockdog gives things in Redis: lock keys with the client's prefix,
+//! their fence counters, the release-notice channels, and the Redis Cluster hash
+//! slots that a multi-key lock on a cluster must share (so that one script can
+//! touch every key and fence counter).
 
 use crate::core::error::{LockError, Result};
+
+/// Longest accepted lock key, in UTF-8 bytes.
+pub const MAX_KEY_BYTES: usize = 64 * 1024;
+/// Most keys one lock may hold.
+pub const MAX_KEYS: usize = 1024;
+
+/// Checks and de-duplicates the keys of one lock, keeping their order.
+pub fn lock_keys(keys: Vec<String>) -> Result<Vec<String>> {
+    if keys.is_empty() {
+        return Err(LockError::invalid_value("key", "must not be an empty list"));
+    }
+    if keys.len() > MAX_KEYS {
+        return Err(LockError::out_of_range(
+            "key",
+            &format!("a list of at most {MAX_KEYS} keys"),
+            keys.len(),
+        ));
+    }
+    let mut out: Vec<String> = Vec::with_capacity(keys.len());
+    for key in keys {
+        if key.is_empty() {
+            return Err(LockError::invalid_value(
+                "key",
+                "must be a non-empty string",
+            ));
+        }
+        if key.len() > MAX_KEY_BYTES {
+            return Err(LockError::out_of_range(
+                "key",
+                &format!("at most {MAX_KEY_BYTES} bytes long"),
+                format!("{} bytes", key.len()),
+            ));
+        }
+        if !out.contains(&key) {
+            out.push(key);
+        }
+    }
+    Ok(out)
+}
+
+/// The channel prefix the release script publishes a key's release notices on.
+pub const CHANNEL_PREFIX: &str = "__lockdog:released:";
+
+/// The pub/sub channel for a stored key.
+pub fn channel(key: &str) -> String {
+    format!("{CHANNEL_PREFIX}{key}")
+}
+
+/// The keys as stored: `prefix` before each name.
+pub fn prefixed(prefix: &str, names: &[String]) -> Vec<String> {
+    names.iter().map(|n| format!("{prefix}{n}")).collect()
+}
+
+/// What the acquire script gets: the lock keys, then (with fencing) their fence counters.
+pub fn script_keys(keys: &[String], fencing: bool) -> Vec<String> {
+    let mut out = keys.to_vec();
+    if fencing {
+        out.extend(keys.iter().map(|k| fence_key(k)));
+    }
+    out
+}
+
+/// The fence counter of `key`, in the same hash slot: a key with a hash tag
+/// keeps it, any other key becomes the tag (which only works for a key without
+/// `}`; cluster locks with fencing reject the rest).
+pub fn fence_key(key: &str) -> String {
+    let tagged = key
+        .find('{')
+        .and_then(|open| key[open + 1..].find('}').map(|close| close > 0))
+        .unwrap_or(false);
+    if tagged {
+        format!("{key}:fence")
+    } else {
+        format!("{{{key}}}:fence")
+    }
+}
 
 /// Number of hash slots in a Redis Cluster.
 pub const SLOTS: u16 = 16384;
@@ -78,7 +156,37 @@ pub fn check_one_slot(names: &[String], keys: &[String], fence_keys: &[String]) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::client::fence_key;
+
+    #[test]
+    fn keys_are_checked_and_deduplicated() {
+        assert_eq!(
+            lock_keys(vec!["a".into(), "b".into(), "a".into()]).ok(),
+            Some(vec!["a".to_string(), "b".to_string()])
+        );
+        assert!(lock_keys(vec![]).is_err());
+        assert!(lock_keys(vec![String::new()]).is_err());
+        assert!(lock_keys(vec!["x".repeat(MAX_KEY_BYTES + 1)]).is_err());
+    }
+
+    #[test]
+    fn fence_key_names() {
+        assert_eq!(fence_key("lock:order:1"), "{lock:order:1}:fence");
+        assert_eq!(fence_key("a{user:7}b"), "a{user:7}b:fence");
+        // Not the slot of "a{}b": a cluster lock with fencing rejects such keys.
+        assert_eq!(fence_key("a{}b"), "{a{}b}:fence");
+    }
+
+    #[test]
+    fn script_keys_append_fence_counters() {
+        let keys = vec!["p:a".to_string(), "p:b".to_string()];
+        assert_eq!(script_keys(&keys, false), keys);
+        assert_eq!(
+            script_keys(&keys, true),
+            ["p:a", "p:b", "{p:a}:fence", "{p:b}:fence"]
+        );
+        assert_eq!(prefixed("p:", &["a".into()]), ["p:a"]);
+        assert_eq!(channel("p:a"), "__lockdog:released:p:a");
+    }
 
     #[test]
     fn slots_match_redis() {

@@ -1,0 +1,84 @@
+//! Waiting in line for a held key: the first waiter of a client subscribes to
+//! the key's release notices on every node; leaving the line (on drop) ends
+//! the subscription once nobody else waits.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+
+use crate::core::keys::channel;
+use crate::core::node::NoticeSink;
+use crate::core::shared::Inner;
+use crate::core::waiters::Place;
+
+impl Inner {
+    /// Joins the queue for `key`; the first local waiter subscribes to its
+    /// release notices on every node, waiting for that at most `timeout`.
+    pub(super) async fn queue_up(self: &Arc<Self>, key: &str, timeout: Duration) -> Queued {
+        let joined = self.waiters.join(key);
+        let queued = Queued {
+            inner: self.clone(),
+            key: key.to_string(),
+            place: joined.place,
+        };
+        if joined.first {
+            // The subscription runs on its own, so a node slow to answer delays
+            // this waiter no longer than it would have slept anyway; a node that
+            // cannot push leaves its waiters to their retry timers.
+            let inner = self.clone();
+            let channel = channel(key);
+            let subscribing = tokio::spawn(async move {
+                let limit = inner.cfg.connect_timeout.max(inner.cfg.command_timeout);
+                let waiters = Arc::downgrade(&inner.waiters);
+                let sink: NoticeSink = Arc::new(move |channel: &[u8], message: &[u8]| {
+                    if let Some(w) = waiters.upgrade() {
+                        w.on_message(channel, message);
+                    }
+                });
+                join_all(
+                    inner
+                        .nodes
+                        .iter()
+                        .map(|n| n.subscribe(&channel, &sink, limit)),
+                )
+                .await
+            });
+            let _ = tokio::time::timeout(timeout, subscribing).await;
+        }
+        queued
+    }
+
+    /// Ends the subscription to `key`'s release notices unless a waiter came back.
+    async fn unsubscribe(&self, key: &str) {
+        let channel = channel(key);
+        let timeout = self.cfg.command_timeout;
+        join_all(
+            self.nodes
+                .iter()
+                .map(|n| n.unsubscribe(&channel, || self.waiters.waiting(key), timeout)),
+        )
+        .await;
+    }
+}
+
+/// A caller's place in the queue for a key; leaving it (on drop) ends the
+/// key's subscription once nobody else waits for it.
+pub(super) struct Queued {
+    inner: Arc<Inner>,
+    key: String,
+    pub(super) place: Arc<Place>,
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        if !self.inner.waiters.leave(&self.key, &self.place) {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let inner = self.inner.clone();
+            let key = std::mem::take(&mut self.key);
+            runtime.spawn(async move { inner.unsubscribe(&key).await });
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! The shared state of one held lock: token, keys and its local validity deadline
+//! on the monotonic clock. Read without locks from any thread (e.g. `lock.remaining`).
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+use crate::core::error::LockError;
+use crate::core::sync;
+use crate::core::time::{from_us, ms_of, to_us, wait_until};
+
+const HELD: u8 = 0;
+const RELEASED: u8 = 1;
+const LOST: u8 = 2;
+
+/// Where a lock is in its life. Only `Held` can change, and only once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Held,
+    Released,
+    Lost,
+}
+
+pub struct LockState {
+    pub id: u64,
+    /// The keys as stored in Redis: the client's prefix, then the name the
+    /// caller gave (see [`LockState::names`]).
+    pub keys: Vec<String>,
+    prefix_len: usize,
+    pub token: String,
+    pub attempts: u32,
+    /// The watchdog stops renewing at this instant (`maxHold`).
+    pub hold_until: Option<Instant>,
+    pub auto_renew: bool,
+    /// The fencing token, when the client hands them out.
+    pub fence: Option<i64>,
+    /// `waitReplicas`: (replicas, timeout) for each manual extension.
+    pub wait_replicas: Option<(u32, Duration)>,
+    /// Replicas that acknowledged the last acquisition or extension; u32::MAX: unknown.
+    replicas: AtomicU32,
+    ttl_ms: AtomicU64,
+    renew_every_ms: AtomicU64,
+    deadline_us: AtomicU64,
+    /// Bumped by every manual extend, so a renewal sent before it cannot bring
+    /// back the lease it replaced.
+    generation: AtomicU64,
+    /// Held while a PEXPIRE of this lock is in flight (a watchdog renewal or a
+    /// manual extend), so they reach Redis one after the other: a renewal sent
+    /// with the old TTL can never land after an extend and shorten its lease.
+    lease: Arc<tokio::sync::Mutex<()>>,
+    status: AtomicU8,
+    /// Set once the lock ended and its end was reported; `ended_wake` wakes its waiters.
+    ended_flag: AtomicBool,
+    ended_wake: Notify,
+    loss: Mutex<Option<Box<LockError>>>,
+}
+
+/// What [`LockState::new`] needs.
+pub struct NewLock {
+    pub id: u64,
+    pub keys: Vec<String>,
+    /// The length of the client's key prefix at the start of each key.
+    pub prefix_len: usize,
+    pub token: String,
+    pub attempts: u32,
+    pub deadline: Instant,
+    pub ttl: Duration,
+    pub renew_every: Duration,
+    pub hold_until: Option<Instant>,
+    pub auto_renew: bool,
+    pub fence: Option<i64>,
+    /// `waitReplicas`: (replicas, timeout) for each acquisition and extension.
+    pub wait_replicas: Option<(u32, Duration)>,
+}
+
+impl LockState {
+    pub fn new(n: NewLock) -> Self {
+        LockState {
+            id: n.id,
+            keys: n.keys,
+            prefix_len: n.prefix_len,
+            token: n.token,
+            attempts: n.attempts,
+            hold_until: n.hold_until,
+            auto_renew: n.auto_renew,
+            fence: n.fence,
+            wait_replicas: n.wait_replicas,
+            replicas: AtomicU32::new(u32::MAX),
+            ttl_ms: AtomicU64::new(ms_of(n.ttl)),
+            renew_every_ms: AtomicU64::new(ms_of(n.renew_every)),
+            deadline_us: AtomicU64::new(to_us(n.deadline)),
+            generation: AtomicU64::new(0),
+            lease: Default::default(),
+            status: AtomicU8::new(HELD),
+            ended_flag: AtomicBool::new(false),
+            ended_wake: Notify::new(),
+            loss: Mutex::new(None),
+        }
+    }
+
+    /// The keys as the caller named them (without the client's prefix).
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.keys
+            .iter()
+            .map(|k| k.get(self.prefix_len..).unwrap_or(k.as_str()))
+    }
+
+    /// The names joined for messages: `a, b`.
+    pub fn label(&self) -> String {
+        self.names().collect::<Vec<_>>().join(", ")
+    }
+
+    pub fn status(&self) -> Status {
+        match self.status.load(Ordering::Acquire) {
+            HELD => Status::Held,
+            RELEASED => Status::Released,
+            _ => Status::Lost,
+        }
+    }
+
+    /// Held and still inside its validity, by the local monotonic clock.
+    pub fn is_held(&self) -> bool {
+        self.status() == Status::Held && Instant::now() < self.deadline()
+    }
+
+    pub fn deadline(&self) -> Instant {
+        from_us(self.deadline_us.load(Ordering::Acquire))
+    }
+
+    pub fn set_deadline(&self, at: Instant) {
+        self.deadline_us.store(to_us(at), Ordering::Release);
+    }
+
+    /// Validity left (zero once released, lost or expired).
+    pub fn remaining(&self) -> Duration {
+        if self.status() != Status::Held {
+            return Duration::ZERO;
+        }
+        self.deadline().saturating_duration_since(Instant::now())
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// A new lease replaces the old one (manual extend).
+    pub fn next_generation(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub fn replicas(&self) -> Option<u32> {
+        match self.replicas.load(Ordering::Relaxed) {
+            u32::MAX => None,
+            n => Some(n),
+        }
+    }
+
+    pub fn set_replicas(&self, n: Option<u32>) {
+        self.replicas
+            .store(n.unwrap_or(u32::MAX), Ordering::Relaxed);
+    }
+
+    /// Waits for any renewal of this lock in flight, then holds off new ones.
+    pub async fn lease_guard(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.lease.lock().await
+    }
+
+    /// The same without waiting: `None` while an extend is in flight.
+    pub fn try_lease_guard(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        self.lease.clone().try_lock_owned().ok()
+    }
+
+    pub fn ttl(&self) -> Duration {
+        Duration::from_millis(self.ttl_ms.load(Ordering::Relaxed))
+    }
+
+    pub fn renew_every(&self) -> Duration {
+        Duration::from_millis(self.renew_every_ms.load(Ordering::Relaxed))
+    }
+
+    /// A manual extend changes the lease length the watchdog keeps renewing.
+    pub fn set_ttl(&self, ttl: Duration, renew_every: Duration) {
+        self.ttl_ms.store(ms_of(ttl), Ordering::Relaxed);
+        self.renew_every_ms
+            .store(ms_of(renew_every), Ordering::Relaxed);
+    }
+
+    /// Whether the watchdog may still renew at `now` (auto-renew on, `maxHold` not reached).
+    pub fn renewable(&self, now: Instant) -> bool {
+        self.auto_renew && self.hold_until.is_none_or(|h| now < h)
+    }
+
+    /// Moves from `Held` to `Released`; false if it had already ended.
+    pub fn end_released(&self) -> bool {
+        self.end(RELEASED)
+    }
+
+    /// Moves from `Held` to `Lost`, keeping why; false if it had already ended.
+    /// Waiters on [`LockState::ended`] are woken by [`LockState::notify_ended`],
+    /// once the loss has been counted and reported.
+    pub fn end_lost(&self, why: LockError) -> bool {
+        let mut loss = sync::lock(&self.loss);
+        if loss.is_none() && self.status() == Status::Held {
+            *loss = Some(Box::new(why));
+        }
+        drop(loss);
+        self.status
+            .compare_exchange(HELD, LOST, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    fn end(&self, to: u8) -> bool {
+        let won = self
+            .status
+            .compare_exchange(HELD, to, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if won {
+            self.notify_ended();
+        }
+        won
+    }
+
+    pub fn notify_ended(&self) {
+        self.ended_flag.store(true, Ordering::Release);
+        self.ended_wake.notify_waiters();
+    }
+
+    /// Why the lock was lost, once it was.
+    pub fn loss(&self) -> Option<LockError> {
+        if self.status() != Status::Lost {
+            return None;
+        }
+        sync::lock(&self.loss).as_deref().cloned()
+    }
+
+    /// Completes when the lock is released or lost.
+    pub async fn ended(&self) {
+        wait_until(&self.ended_wake, || self.ended_flag.load(Ordering::Acquire)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::error::ErrorCode;
+
+    fn state(valid_for: Duration) -> LockState {
+        let now = Instant::now();
+        LockState::new(NewLock {
+            id: 1,
+            keys: vec!["k".into()],
+            prefix_len: 0,
+            token: "t".into(),
+            attempts: 1,
+            deadline: now + valid_for,
+            ttl: Duration::from_secs(1),
+            renew_every: Duration::from_millis(333),
+            hold_until: None,
+            auto_renew: true,
+            fence: None,
+            wait_replicas: None,
+        })
+    }
+
+    #[test]
+    fn a_lock_ends_once() {
+        let s = state(Duration::from_secs(1));
+        assert!(s.is_held());
+        assert!(s.end_lost(LockError::new(ErrorCode::Lost, "gone")));
+        assert!(!s.end_released(), "a lost lock cannot be released after");
+        assert_eq!(s.status(), Status::Lost);
+        assert_eq!(s.loss().map(|e| e.code), Some(ErrorCode::Lost));
+        assert_eq!(s.remaining(), Duration::ZERO);
+    }
+
+    #[test]
+    fn validity_is_local_and_monotonic() {
+        let s = state(Duration::from_millis(0));
+        assert!(!s.is_held(), "past its deadline a lock is not held");
+        let s = state(Duration::from_secs(5));
+        assert!(s.remaining() > Duration::from_secs(4));
+    }
+}

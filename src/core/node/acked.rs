@@ -1,0 +1,135 @@
+//! Writes acknowledged by replicas (`waitReplicas`): the acquire script or an
+//! extend, then `WAIT`, on a connection of their own, because WAIT blocks the
+//! connection it runs on and counts the writes sent before it there.
+
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use tokio::sync::{Mutex, MutexGuard};
+
+use super::ops::{bounded, extend_on, fault};
+use super::{Connection, Node, Renewal, Target};
+use crate::core::error::NodeAnswer;
+
+/// How many acquisitions or extensions may wait for replicas at once, per node.
+const ACKED_CONNECTIONS: usize = 4;
+
+/// A node's WAIT connections, each opened on first use.
+#[derive(Default)]
+pub(super) struct Pool([Mutex<Option<ConnectionManager>>; ACKED_CONNECTIONS]);
+
+impl Pool {
+    /// Drops the idle connections (a busy one goes when its caller is done).
+    pub(super) fn clear(&self) {
+        for place in &self.0 {
+            if let Ok(mut place) = place.try_lock() {
+                *place = None;
+            }
+        }
+    }
+}
+
+type Held<'a> = (MutexGuard<'a, Option<ConnectionManager>>, Connection);
+
+impl Node {
+    /// A free connection for replica-acknowledged writes (opened on first use,
+    /// within the connect timeout).
+    async fn acked_connection(&self) -> Result<Held<'_>, NodeAnswer> {
+        let Target::Single(client, config) = &self.target else {
+            return Err(NodeAnswer::ErrorReply(
+                "waitReplicas needs a single master".into(),
+            ));
+        };
+        let mut place = match self.acked.0.iter().find_map(|m| m.try_lock().ok()) {
+            Some(place) => place,
+            None => self.acked.0[0].lock().await,
+        };
+        if self.is_closed() {
+            return Err(NodeAnswer::Unreachable("the client is closed".into()));
+        }
+        if place.is_none() {
+            // WAIT may block for its whole timeout: the reply deadline is ours
+            // (the shared config sets no response timeout of its own).
+            match tokio::time::timeout(
+                self.connect_timeout,
+                client.get_connection_manager_with_config(config.clone()),
+            )
+            .await
+            {
+                Ok(Ok(con)) => *place = Some(con),
+                Ok(Err(e)) => return Err(fault(e)),
+                Err(_) => return Err(NodeAnswer::Timeout),
+            }
+        }
+        let con = place
+            .clone()
+            .map(Connection::Single)
+            .ok_or(NodeAnswer::Timeout)?;
+        Ok((place, con))
+    }
+
+    /// The acquire script, then `WAIT replicas wait`, on a connection of their
+    /// own. The third value is how many replicas acknowledged (`None` when the
+    /// lock was not taken or WAIT failed).
+    pub async fn acquire_acked(
+        &self,
+        keys: &[String],
+        locked: usize,
+        token: &str,
+        ttl_ms: u64,
+        timeout: Duration,
+        (replicas, wait): (u32, Duration),
+    ) -> (NodeAnswer, i64, Option<u32>) {
+        let (_place, mut con) = match self.acked_connection().await {
+            Ok(got) => got,
+            Err(answer) => return (answer, 0, None),
+        };
+        let (answer, fence) = self
+            .acquire(&mut con, keys, locked, token, ttl_ms, timeout)
+            .await;
+        if answer != NodeAnswer::Ok {
+            return (answer, fence, None);
+        }
+        let acked = wait_replicas(&mut con, replicas, wait, timeout).await;
+        (answer, fence, acked)
+    }
+
+    /// [`Node::extend_batch`] for one lock, then `WAIT`, on a connection of their own.
+    pub async fn extend_acked(
+        &self,
+        renewal: &Renewal<'_>,
+        timeout: Duration,
+        (replicas, wait): (u32, Duration),
+    ) -> (NodeAnswer, Option<u32>) {
+        let (_place, mut con) = match self.acked_connection().await {
+            Ok(got) => got,
+            Err(answer) => return (answer, None),
+        };
+        let batch = std::slice::from_ref(renewal);
+        let answer = extend_on(&mut con, batch, timeout)
+            .await
+            .pop()
+            .unwrap_or(NodeAnswer::Timeout);
+        if answer != NodeAnswer::Ok {
+            return (answer, None);
+        }
+        let acked = wait_replicas(&mut con, replicas, wait, timeout).await;
+        (answer, acked)
+    }
+}
+
+/// `WAIT replicas wait_ms`: how many replicas acknowledged the writes this
+/// connection sent before it (`None` if the call failed).
+async fn wait_replicas(
+    con: &mut Connection,
+    replicas: u32,
+    wait: Duration,
+    timeout: Duration,
+) -> Option<u32> {
+    let mut cmd = redis::cmd("WAIT");
+    cmd.arg(replicas).arg(wait.as_millis().max(1) as u64);
+    bounded(wait + timeout, cmd.query_async::<i64>(con))
+        .await
+        .ok()
+        .map(|n| u32::try_from(n).unwrap_or(0))
+}

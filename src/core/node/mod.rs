@@ -1,0 +1,199 @@
+//! One lock node: a Redis master or a whole Redis Cluster, its shared,
+//! auto-reconnecting connection (opened lazily, on first use) and the lock
+//! operations on it, each bounded by a timeout and reduced to a [`NodeAnswer`].
+//!
+//! `connect` parses URLs and TLS material, `ops` runs the scripts, `notices`
+//! subscribes to release notices and `acked` writes and `WAIT`s for replicas.
+
+mod acked;
+mod connect;
+mod notices;
+mod ops;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, RwLock};
+use std::time::Duration;
+
+use futures_util::future::{BoxFuture, FutureExt, Shared};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{Client, Cmd, Pipeline, RedisFuture, Value};
+
+use crate::core::error::NodeAnswer;
+use crate::core::sync;
+
+pub use notices::NoticeSink;
+pub use ops::Renewal;
+
+/// What a node connects to.
+#[derive(Clone)]
+enum Target {
+    Single(Client, ConnectionManagerConfig),
+    /// A Redis Cluster: one logical node whose commands route by their first key.
+    Cluster(ClusterClient),
+}
+
+/// A node's shared connection: one master's, or a cluster's (which follows
+/// MOVED/ASK redirections and refreshes its slot map after a failover).
+#[derive(Clone)]
+pub enum Connection {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Connection::Single(c) => c.req_packed_command(cmd),
+            Connection::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Connection::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Connection::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Connection::Single(c) => c.get_db(),
+            Connection::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// A lock node and its lazily opened, shared connection.
+pub struct Node {
+    /// `host:port` (or the socket path), or `cluster host:port,…` for a cluster's
+    /// seeds: safe to print, never carries credentials.
+    pub name: String,
+    target: Target,
+    connect_timeout: Duration,
+    current: RwLock<Option<Connection>>,
+    /// The connect in progress, shared by every caller waiting for it. It runs
+    /// as its own task, so a caller that stops waiting does not cancel it.
+    connecting: Mutex<Option<Connecting>>,
+    closed: AtomicBool,
+    /// A second connection, opened when a caller first waits for a key held
+    /// here, that only subscribes to release notices (RESP3 push messages).
+    notices: tokio::sync::Mutex<notices::Notices>,
+    /// Connections of their own for writes that `WAIT` for replicas: WAIT blocks
+    /// the connection it runs on and counts the writes sent before it there.
+    acked: acked::Pool,
+}
+
+type Connecting = Shared<BoxFuture<'static, Result<Connection, NodeAnswer>>>;
+
+impl Node {
+    fn new(name: String, target: Target, connect_timeout: Duration) -> Node {
+        Node {
+            name,
+            target,
+            connect_timeout,
+            current: RwLock::new(None),
+            connecting: Mutex::new(None),
+            closed: AtomicBool::new(false),
+            notices: tokio::sync::Mutex::new(notices::Notices::Unused),
+            acked: Default::default(),
+        }
+    }
+
+    /// True for a Redis Cluster, where one pipeline cannot span hash slots.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.target, Target::Cluster(_))
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// The shared connection, opened on first use within the connect timeout.
+    pub async fn connection(&self) -> Result<Connection, NodeAnswer> {
+        if let Some(con) = sync::read(&self.current).clone() {
+            return Ok(con);
+        }
+        if self.is_closed() {
+            return Err(NodeAnswer::Unreachable("the client is closed".into()));
+        }
+        let pending = {
+            let mut slot = sync::lock(&self.connecting);
+            match &*slot {
+                Some(pending) => pending.clone(),
+                None => {
+                    let task = tokio::spawn(open(self.target.clone(), self.connect_timeout));
+                    let pending: Connecting = async move {
+                        task.await.unwrap_or_else(|_| {
+                            Err(NodeAnswer::Unreachable("the connect task failed".into()))
+                        })
+                    }
+                    .boxed()
+                    .shared();
+                    *slot = Some(pending.clone());
+                    pending
+                }
+            }
+        };
+        let result = pending.clone().await;
+        {
+            let mut slot = sync::lock(&self.connecting);
+            if slot.as_ref().is_some_and(|p| p.ptr_eq(&pending)) {
+                *slot = None; // done: the next caller reuses the connection or tries anew
+            }
+        }
+        if let Ok(con) = &result {
+            let mut current = sync::write(&self.current);
+            if current.is_none() && !self.is_closed() {
+                *current = Some(con.clone());
+            }
+        }
+        result
+    }
+
+    /// [`Node::connection`], waiting at most `timeout` (the connect goes on).
+    pub async fn connection_within(&self, timeout: Duration) -> Result<Connection, NodeAnswer> {
+        match tokio::time::timeout(timeout, self.connection()).await {
+            Ok(result) => result,
+            Err(_) => Err(NodeAnswer::Timeout),
+        }
+    }
+
+    /// Drops the shared connection for good; its socket closes once in-flight
+    /// calls finish.
+    pub fn disconnect(&self) {
+        self.closed.store(true, Ordering::Release);
+        *sync::write(&self.current) = None;
+        if let Ok(mut notices) = self.notices.try_lock() {
+            *notices = notices::Notices::Unsupported;
+        }
+        self.acked.clear();
+    }
+}
+
+/// Opens a node's connection within `timeout`.
+async fn open(target: Target, timeout: Duration) -> Result<Connection, NodeAnswer> {
+    let opening: BoxFuture<'_, redis::RedisResult<Connection>> = match &target {
+        Target::Single(client, config) => Box::pin(async move {
+            ConnectionManager::new_with_config(client.clone(), config.clone())
+                .await
+                .map(Connection::Single)
+        }),
+        Target::Cluster(client) => {
+            Box::pin(async move { client.get_async_connection().await.map(Connection::Cluster) })
+        }
+    };
+    match tokio::time::timeout(timeout, opening).await {
+        Ok(Ok(con)) => Ok(con),
+        Ok(Err(e)) => Err(ops::fault(e)),
+        Err(_) => Err(NodeAnswer::Unreachable(
+            format!("no connection within {} ms", timeout.as_millis()).into(),
+        )),
+    }
+}

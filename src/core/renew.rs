@@ -1,0 +1,283 @@
+//! Keeping a lease: the watchdog's renewal batches and a manual extend share
+//! one settle step (verdict → new deadline, or loss), and a lock whose
+//! validity ran out is declared lost here.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+
+use crate::core::error::{LockError, NodeAnswer, Result};
+use crate::core::lock_state::{LockState, Status};
+use crate::core::node::Renewal;
+use crate::core::quorum::{self, Renewed, Tally};
+use crate::core::shared::{lost, Event, Inner};
+use crate::core::time::{later, ms_of};
+use crate::core::watchdog::{Renewer, Watchdog};
+
+impl Renewer for Inner {
+    fn watchdog(&self) -> &Watchdog {
+        &self.watchdog
+    }
+
+    fn expired(self: &Arc<Self>, state: &Arc<LockState>) {
+        let label = state.label();
+        let now = Instant::now();
+        // Renewals stop short of maxHold, so the deadline lands one drift before it.
+        let slack = self.cfg.drift_for(state.ttl()) + Duration::from_millis(5);
+        let reason = if state
+            .hold_until
+            .is_some_and(|h| h.saturating_duration_since(now) <= slack)
+        {
+            "maxHold was reached, so the watchdog let it expire"
+        } else if state.auto_renew {
+            "its validity ran out before a renewal succeeded"
+        } else {
+            "its validity ran out (it is not renewed automatically)"
+        };
+        self.lose(state, lost(&label, reason));
+    }
+
+    /// Renews a batch of locks with one pipelined round trip per node. On a
+    /// cluster, renewals go side by side and each lock settles on its own reply,
+    /// so a master that stalls (e.g. during a failover) holds back only its locks.
+    async fn renew(self: Arc<Self>, batch: Vec<Arc<LockState>>) {
+        let started = Instant::now();
+        // A lock whose manual extend is in flight is left to it (the extend
+        // reschedules the lock); if that extend fails, the quick retry renews it.
+        let mut guards = Vec::with_capacity(batch.len());
+        let batch: Vec<Arc<LockState>> = batch
+            .into_iter()
+            .filter(|s| match s.try_lease_guard() {
+                Some(guard) => {
+                    guards.push(guard);
+                    true
+                }
+                None => {
+                    self.watchdog.done(s.id, false, started);
+                    false
+                }
+            })
+            .collect();
+        if batch.is_empty() {
+            self.watchdog.nudge();
+            return;
+        }
+        let ttls: Vec<Duration> = batch
+            .iter()
+            .map(|s| {
+                let ttl = s.ttl();
+                // Never renew past maxHold: the key then expires when the hold ends.
+                match s.hold_until {
+                    Some(h) => ttl.min(h.saturating_duration_since(started)),
+                    None => ttl,
+                }
+            })
+            .collect();
+        let renewals: Vec<Renewal<'_>> = batch
+            .iter()
+            .zip(&ttls)
+            .map(|(s, ttl)| Renewal {
+                keys: &s.keys,
+                token: &s.token,
+                ttl_ms: ms_of(*ttl).max(1),
+            })
+            .collect();
+        let shortest = ttls.iter().min().copied().unwrap_or_default();
+        let timeout = self.cfg.node_timeout_for(shortest);
+        let generations: Vec<u64> = batch.iter().map(|s| s.generation()).collect();
+        let settle = |i: usize, answers: &[NodeAnswer]| {
+            let state = &batch[i];
+            let renewed = if state.generation() == generations[i] {
+                self.settle(state, answers, started, ttls[i], Lease::Renewal)
+                    .is_ok()
+            } else {
+                // A manual extend replaced the lease while this renewal was in flight.
+                true
+            };
+            self.watchdog.done(state.id, renewed, started);
+            renewed
+        };
+        let mut renewed_count = 0;
+        let mut first_fault: Vec<Option<NodeAnswer>> = vec![None; self.nodes.len()];
+        if self.cfg.cluster {
+            let node = &self.nodes[0];
+            let settled = join_all(renewals.iter().enumerate().map(|(i, r)| {
+                let settle = &settle;
+                async move {
+                    let answer = [node.extend_one(r, timeout).await];
+                    (settle(i, &answer), answer)
+                }
+            }))
+            .await;
+            for (renewed, [answer]) in settled {
+                renewed_count += usize::from(renewed);
+                if answer.is_fault() && first_fault[0].is_none() {
+                    first_fault[0] = Some(answer);
+                }
+            }
+        } else {
+            let per_node = join_all(
+                self.nodes
+                    .iter()
+                    .map(|n| n.extend_batch(&renewals, timeout)),
+            )
+            .await;
+            for i in 0..batch.len() {
+                let answers: Vec<NodeAnswer> = per_node.iter().map(|a| a[i].clone()).collect();
+                for (j, a) in answers.iter().enumerate() {
+                    if a.is_fault() && first_fault[j].is_none() {
+                        first_fault[j] = Some(a.clone());
+                    }
+                }
+                renewed_count += usize::from(settle(i, &answers));
+            }
+        }
+        // One event per failing node per batch, not one per lock.
+        for (node, fault) in self.nodes.iter().zip(&first_fault) {
+            if let Some(a) = fault {
+                self.report_fault(node, a);
+            }
+        }
+        if renewed_count > 0 {
+            self.emit(Event::Renewed {
+                count: renewed_count,
+            });
+        }
+        self.watchdog.nudge();
+    }
+}
+
+/// Which kind of re-arming a lease is being settled.
+#[derive(Clone, Copy)]
+enum Lease {
+    Renewal,
+    Extension,
+}
+
+impl Inner {
+    /// Applies one renewal's or extension's answers to a lock (`started`: when
+    /// it was sent; `ttl`: the lease it asked for). `Ok` when the lock was
+    /// renewed; the error says why not, and the lock is lost when it is.
+    fn settle(
+        self: &Arc<Self>,
+        state: &Arc<LockState>,
+        answers: &[NodeAnswer],
+        started: Instant,
+        ttl: Duration,
+        lease: Lease,
+    ) -> Result<()> {
+        let label = state.label();
+        if state.status() != Status::Held {
+            return Err(state
+                .loss()
+                .unwrap_or_else(|| lost(&label, "it was released")));
+        }
+        let t = Tally::of(answers);
+        let deadline = later(started, ttl.saturating_sub(self.cfg.drift_for(ttl)));
+        match quorum::renewed(&t, deadline > Instant::now()) {
+            Renewed::Renewed => {
+                // Each PEXPIRE replaces the key's TTL, so the new deadline replaces the old one.
+                state.set_deadline(deadline);
+                self.stats.renewed.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Renewed::TooLate => {
+                // The keys now carry the new TTL whatever we do: the deadline follows them.
+                state.set_deadline(deadline);
+                let why = lost(
+                    &label,
+                    match lease {
+                        Lease::Renewal => "its renewal was answered too late to leave any validity",
+                        Lease::Extension => {
+                            "the extension was answered too late to leave any validity"
+                        }
+                    },
+                );
+                self.lose(state, why.clone());
+                Err(why)
+            }
+            Renewed::Lost => {
+                let why = lost(
+                    &label,
+                    "its key was deleted or now holds another owner's token",
+                )
+                .with_nodes(self.reports(answers));
+                self.lose(state, why.clone());
+                Err(why)
+            }
+            Renewed::NoQuorum => Err(self
+                .no_quorum(answers, || {
+                    format!(
+                        "extend of \"{label}\": {} of {} nodes agreed, {} needed",
+                        t.ok,
+                        t.nodes,
+                        t.needed()
+                    )
+                })
+                .with_key(label.clone())),
+        }
+    }
+
+    /// Extends `state`'s lease to `ttl` from now (same token) and makes `ttl`
+    /// the lease the watchdog keeps renewing. Never recreates a missing key.
+    pub async fn extend(self: &Arc<Self>, state: &Arc<LockState>, ttl: Duration) -> Result<()> {
+        let label = state.label();
+        self.ensure_open()?;
+        match state.status() {
+            Status::Held => {}
+            Status::Released => return Err(lost(&label, "it was already released")),
+            Status::Lost => {
+                return Err(state.loss().unwrap_or_else(|| lost(&label, "it was lost")))
+            }
+        }
+        let allowance = self.cfg.drift_for(ttl);
+        if ttl <= allowance {
+            return Err(LockError::out_of_range(
+                "ttl",
+                &format!(
+                    "longer than its clock-drift allowance ({} ms)",
+                    allowance.as_millis()
+                ),
+                ttl.as_millis(),
+            ));
+        }
+        // One PEXPIRE of this lock in flight at a time (see `LockState::lease_guard`).
+        let _lease = state.lease_guard().await;
+        if state.status() != Status::Held {
+            return Err(state
+                .loss()
+                .unwrap_or_else(|| lost(&label, "it was released")));
+        }
+        state.next_generation();
+        let started = Instant::now();
+        let renewal = [Renewal {
+            keys: &state.keys,
+            token: &state.token,
+            ttl_ms: ms_of(ttl),
+        }];
+        let timeout = self.cfg.node_timeout_for(ttl);
+        let answers: Vec<NodeAnswer> = match (state.wait_replicas, self.nodes.as_slice()) {
+            (Some(acked), [node]) => {
+                let (answer, replicas) = node.extend_acked(&renewal[0], timeout, acked).await;
+                state.set_replicas(replicas);
+                vec![answer]
+            }
+            _ => join_all(self.nodes.iter().map(|n| n.extend_batch(&renewal, timeout)))
+                .await
+                .into_iter()
+                .map(|mut a| a.remove(0))
+                .collect(),
+        };
+        self.report_faults(&answers);
+        self.settle(state, &answers, started, ttl, Lease::Extension)?;
+        let every = state
+            .renew_every()
+            .min(ttl / 3)
+            .max(Duration::from_millis(1));
+        state.set_ttl(ttl, every);
+        self.watchdog.reschedule(state.id);
+        Ok(())
+    }
+}

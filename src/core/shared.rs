@@ -1,0 +1,241 @@
+//! What every lock of one client shares: its nodes, settings, watchdog,
+//! waiting queues and counters, and the steps every operation ends with
+//! (report node faults, release, declare a lock lost).
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use tokio::sync::Notify;
+
+use crate::core::broken;
+use crate::core::config::ClientConfig;
+use crate::core::error::{LockError, NodeAnswer, NodeReport, Result};
+use crate::core::lock_state::LockState;
+use crate::core::node::Node;
+use crate::core::quorum::{self, Released, Tally};
+use crate::core::stats::Stats;
+use crate::core::time::{later, wait_until};
+use crate::core::waiters::Waiters;
+use crate::core::watchdog::Watchdog;
+
+/// What the client reports as it happens, e.g. to raise JS events.
+#[non_exhaustive]
+pub enum Event<'a> {
+    /// A held lock was lost; `id` is `Lock::id`.
+    Lost { id: u64, error: &'a LockError },
+    /// A node failed to answer (the operation may still have succeeded on a quorum).
+    NodeError {
+        node: &'a str,
+        answer: &'a NodeAnswer,
+    },
+    /// A renewal batch renewed `count` locks.
+    Renewed { count: usize },
+}
+
+pub type EventHook = Arc<dyn Fn(Event<'_>) + Send + Sync>;
+
+pub(crate) struct Inner {
+    pub cfg: ClientConfig,
+    pub nodes: Vec<Node>,
+    pub closed: AtomicBool,
+    pub next_id: AtomicU64,
+    pub stats: Stats,
+    pub watchdog: Watchdog,
+    hook: Option<EventHook>,
+    /// Callers waiting for a held key, woken by its release notice.
+    pub waiters: Arc<Waiters>,
+    /// Cleanup releases going on after their caller has been answered.
+    background: Background,
+}
+
+/// Tasks the caller does not wait for but `close()` does.
+#[derive(Default)]
+struct Background {
+    running: AtomicUsize,
+    idle: Notify,
+}
+
+/// Counts one background task for as long as it lives (even if it panics).
+struct Running(Arc<Inner>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let background = &self.0.background;
+        if background.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+            background.idle.notify_waiters();
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.watchdog.stop();
+    }
+}
+
+impl Inner {
+    pub fn new(cfg: ClientConfig, nodes: Vec<Node>, hook: Option<EventHook>) -> Inner {
+        Inner {
+            cfg,
+            nodes,
+            closed: AtomicBool::new(false),
+            next_id: AtomicU64::new(1),
+            stats: Stats::default(),
+            watchdog: Watchdog::default(),
+            hook,
+            waiters: Arc::default(),
+            background: Background::default(),
+        }
+    }
+
+    /// Runs `task` on its own; [`Inner::settled`] waits for it.
+    pub fn in_background(self: &Arc<Self>, task: impl Future<Output = ()> + Send + 'static) {
+        self.background.running.fetch_add(1, Ordering::AcqRel);
+        let running = Running(self.clone());
+        tokio::spawn(async move {
+            let _running = running;
+            task.await
+        });
+    }
+
+    /// Completes once no background task runs.
+    pub async fn settled(&self) {
+        let b = &self.background;
+        wait_until(&b.idle, || b.running.load(Ordering::Acquire) == 0).await
+    }
+
+    /// Token-checked release of one attempt's keys on `nodes` (indexes), in
+    /// the background: sent at once, bounded by `timeout`, awaited by `close()`.
+    pub fn undo_in_background(
+        self: &Arc<Self>,
+        keys: Vec<String>,
+        token: String,
+        nodes: Vec<usize>,
+        timeout: Duration,
+    ) {
+        if nodes.is_empty() {
+            return;
+        }
+        let inner = self.clone();
+        self.in_background(async move {
+            // Its answers change nothing: what it could not delete expires by TTL.
+            join_all(
+                nodes
+                    .iter()
+                    .map(|&i| inner.nodes[i].release(&keys, &token, timeout)),
+            )
+            .await;
+        });
+    }
+
+    pub fn emit(&self, event: Event<'_>) {
+        if let Some(hook) = &self.hook {
+            hook(event);
+        }
+    }
+
+    /// Counts and reports a node error for `node`.
+    pub fn report_fault(&self, node: &Node, answer: &NodeAnswer) {
+        self.stats.errors.fetch_add(1, Ordering::Relaxed);
+        self.emit(Event::NodeError {
+            node: &node.name,
+            answer,
+        });
+    }
+
+    pub fn report_faults(&self, answers: &[NodeAnswer]) {
+        for (node, answer) in self.nodes.iter().zip(answers) {
+            if answer.is_fault() {
+                self.report_fault(node, answer);
+            }
+        }
+    }
+
+    /// Each node's answer, by name.
+    pub fn reports(&self, answers: &[NodeAnswer]) -> Vec<NodeReport> {
+        self.nodes
+            .iter()
+            .zip(answers)
+            .map(|(n, a)| NodeReport {
+                node: n.name.clone(),
+                answer: a.clone(),
+            })
+            .collect()
+    }
+
+    /// [`quorum::no_quorum`] over these answers.
+    pub fn no_quorum(&self, answers: &[NodeAnswer], message: impl FnOnce() -> String) -> LockError {
+        quorum::no_quorum(self.reports(answers), message)
+    }
+
+    pub fn ensure_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            Err(LockError::closed())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Sends a token-checked release everywhere; the lock has already ended locally.
+    pub async fn release_state(&self, state: &LockState) -> Result<bool> {
+        let timeout = self.cfg.command_timeout;
+        let answers = join_all(
+            self.nodes
+                .iter()
+                .map(|n| n.release(&state.keys, &state.token, timeout)),
+        )
+        .await;
+        self.report_faults(&answers);
+        match quorum::released(&Tally::of(&answers)) {
+            Released::Released => Ok(true),
+            Released::NotOurs => Ok(false),
+            Released::NoQuorum => {
+                let label = state.label();
+                let err = self.no_quorum(&answers, || {
+                    format!("release of \"{label}\" reached too few nodes")
+                });
+                let message = format!("{}; the lock expires by its TTL", err.message);
+                Err(LockError { message, ..err }.with_key(label))
+            }
+        }
+    }
+
+    /// Ends a held lock as lost: notifies once, then releases it everywhere
+    /// (token-checked, so only what is still ours goes).
+    pub fn lose(self: &Arc<Self>, state: &Arc<LockState>, why: LockError) {
+        if broken::swallows_losses() {
+            // Broken on purpose: keep believing in the lock and keep renewing.
+            state.set_deadline(later(Instant::now(), state.ttl()));
+            self.watchdog.watch(state.clone());
+            return;
+        }
+        if !state.end_lost(why.clone()) {
+            return;
+        }
+        self.watchdog.unwatch(state.id);
+        self.stats.lost.fetch_add(1, Ordering::Relaxed);
+        self.stats.held.fetch_sub(1, Ordering::Relaxed);
+        self.emit(Event::Lost {
+            id: state.id,
+            error: &why,
+        });
+        state.notify_ended();
+        let inner = self.clone();
+        let state = state.clone();
+        self.in_background(async move {
+            let _ = inner.release_state(&state).await;
+        });
+    }
+}
+
+/// The error a lost lock reports.
+pub fn lost(label: &str, reason: &str) -> LockError {
+    LockError::new(
+        crate::core::error::ErrorCode::Lost,
+        format!("lock \"{label}\" was lost: {reason}"),
+    )
+    .with_key(label)
+}
