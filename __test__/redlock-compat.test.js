@@ -767,7 +767,8 @@ compat('three instances', [
       const later = stats.slice(1).map((s) => s.votesFor.has(a))
       if (name === 'redlock@5.0.0-beta.2') assert.deepEqual(later, [false, false])
       else assert.deepEqual(later, [true, true])
-      assert.equal(await a.get('{redlock}f'), null)
+      // The last attempt's partial hold is undone in the background.
+      await gone([a], '{redlock}f')
       await done(redlock, cs)
     },
   },

@@ -124,6 +124,17 @@ impl NativeClient {
         })
     }
 
+    /// Resolves once the nodes that operations did not wait for (a quorum had
+    /// decided) have answered or timed out, and background cleanups ended.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn settled<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
+        let client = self.core.clone();
+        env.spawn_future(async move {
+            client.settled().await;
+            Ok(())
+        })
+    }
+
     /// Stops every watchdog, releases every held lock and closes the connections.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
