@@ -9,6 +9,7 @@ use crate::binding::cancel::CancelHandle;
 use crate::binding::errors::to_napi;
 use crate::binding::lock::NativeLock;
 use crate::binding::options::{AcquireOptions, LockClientOptions, LockInspection, LockStats};
+use crate::binding::settle::settle_later;
 use crate::core::{self as core, Event, EventHook};
 
 /// `(kind, lockId, payload)`: `'lost'` with the error as JSON, or `'error'` with
@@ -86,7 +87,7 @@ impl NativeClient {
         let request = self.core.prepare(keys, &opts).map_err(to_napi)?;
         let cancel = cancel.map(|c| c.token.clone()).unwrap_or_default();
         let client = self.core.clone();
-        env.spawn_future(async move {
+        settle_later(env, async move {
             let lock = client
                 .acquire_prepared(request, cancel)
                 .await

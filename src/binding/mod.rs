@@ -6,6 +6,7 @@ mod client;
 mod errors;
 mod lock;
 mod options;
+mod settle;
 
 pub use cancel::CancelHandle;
 pub use client::NativeClient;
