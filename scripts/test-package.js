@@ -412,7 +412,7 @@ main().then(() => process.exit(0), (e) => { console.error(e); process.exit(1) })
       "  return withLock('order:1001:pay', async (signal: AbortSignal) => (signal.aborted ? 0 : left))",
       '}',
       'export const isLockError = (e: unknown): e is LockError => e instanceof LockError',
-      'export const redlock: Redlock = new Redlock([locks])',
+      'export const redlockOf = (locks: LockClient): Redlock => new Redlock([locks])',
       '',
     ].join('\n'))
     fs.writeFileSync(path.join(app, 'pay.cts'), [
@@ -448,7 +448,9 @@ main().then(() => process.exit(0), (e) => { console.error(e); process.exit(1) })
     await check('npm run build-from-source in node_modules/lockdog, with cargo, makes require work', () => {
       const dir = path.join(bare, 'node_modules', 'lockdog')
       // cargo's build folder is shared with this repo's, so a second run reuses the compiled dependencies.
-      const withCargo = { ...env, PATH: `${bin}${path.delimiter}${process.env.PATH}`, CARGO_TARGET_DIR: path.join(root, 'target') }
+      // A user with Rust: their HOME (rustup's toolchains live there) and their PATH.
+      const withCargo = { ...baseEnv(), ...env, HOME: os.homedir(), PATH: `${bin}${path.delimiter}${process.env.PATH}`,
+        CARGO_TARGET_DIR: path.join(root, 'target') }
       run('npm', ['run', 'build-from-source'], { cwd: dir, env: withCargo })
       assert(fs.existsSync(path.join(dir, addon)), `${addon} not built`)
       const r = run('node', ['-e', "console.log(typeof require('lockdog').withLock)"], { cwd: bare, env })
