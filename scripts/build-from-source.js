@@ -50,7 +50,7 @@ const check = spawnSync(process.execPath, ['-e', 'require(process.argv[1])', pat
   encoding: 'utf8',
 })
 if (check.status !== 0) {
-  console.error(`Built ${addon}, but it does not load:\n${check.stderr}`)
+  console.error(`Built ${addon}, but it does not load:\n${check.error?.message ?? check.stderr}`)
   process.exit(1)
 }
 console.error(`Built ${addon}; lockdog loads it. cargo's build directory ${path.join(root, 'target')} can be deleted.`)

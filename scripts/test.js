@@ -3,7 +3,7 @@
 // `npm test`: the type check, then every test file under __test__ on each tested
 // Node version (scripts/node-versions.js: 22, 24, 26; this shell's node counts
 // when it is one of them). Versions not yet there are fetched once from npm into
-// node_modules/.cache; one that cannot be had is skipped, and the run says so.
+// .cache/; one that cannot be had is skipped, and the run says so.
 // With file arguments (`node scripts/test.js __test__/x.test.js`) only the first
 // tested version runs them.
 
