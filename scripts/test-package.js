@@ -84,7 +84,9 @@ function assert(cond, msg) {
 
 /** Runs a command to completion; throws with its output when the exit code is not `expect`. */
 function run(cmd, args, { cwd, env, expect = 0, input } = {}) {
-  const r = spawnSync(cmd, args, { cwd, env, encoding: 'utf8', input, maxBuffer: 64 * 1024 * 1024 })
+  // A bound on every step: a hung install or build fails the check instead of the whole CI run.
+  const r = spawnSync(cmd, args, { cwd, env, encoding: 'utf8', input, maxBuffer: 64 * 1024 * 1024,
+    timeout: 15 * 60 * 1000, killSignal: 'SIGKILL' })
   const out = `${r.stdout ?? ''}${r.stderr ?? ''}`
   if (r.error) throw new Error(`${cmd} ${args.join(' ')}: ${r.error.message}`)
   if (expect !== null && r.status !== expect) {
@@ -213,9 +215,12 @@ function stageRelease() {
   return stage
 }
 
-function packList(dir, env) {
-  const json = JSON.parse(run('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: dir, env }).stdout)
-  return json[0].files.map((f) => f.path).sort()
+// The files of a published tarball, as the registry serves it.
+async function publishedFiles(registryUrl, name, version) {
+  const doc = await (await fetch(`${registryUrl}${name}`)).json()
+  const tgz = path.join(tmp, `${name}-${version}.tgz`)
+  fs.writeFileSync(tgz, Buffer.from(await (await fetch(doc.versions[version].dist.tarball)).arrayBuffer()))
+  return run('tar', ['-tzf', tgz]).stdout.split('\n').filter(Boolean).map((f) => f.replace(/^package\//, '')).sort()
 }
 
 // The environment without the variables an outer `npm run` sets (npm_config_local_prefix
@@ -280,12 +285,10 @@ async function main() {
     npm_config_update_notifier: 'false',
   }
   delete publishEnv.GITHUB_REPOSITORY
-  const rootFiles = packList(stage, publishEnv)
   await check('npm run artifacts moves the built binary into npm/', () => {
     run('npm', ['run', 'artifacts'], { cwd: stage, env: publishEnv })
     assert(fs.existsSync(path.join(stage, 'npm', platform, addon)), `npm/${platform}/${addon} missing after napi artifacts`)
   })
-  const platformFiles = packList(path.join(stage, 'npm', platform), publishEnv)
   await check('npm publish --dry-run is clean and publishes nothing', async () => {
     const r = run('npm', ['publish', '--dry-run'], { cwd: stage, env: publishEnv })
     const warnings = r.out.split('\n').filter((l) => /\bwarn\b|\bWARN\b/.test(l))
@@ -308,6 +311,8 @@ async function main() {
       assert(doc.versions?.[pkg.version], `${name}@${pkg.version} is not in the registry`)
     }
   })
+  const rootFiles = await publishedFiles(registry.url, 'lockdog', pkg.version)
+  const platformFiles = await publishedFiles(registry.url, `lockdog-${platform}`, pkg.version)
   console.log(`lockdog tarball (${rootFiles.length} files): ${rootFiles.join(' ')}`)
   console.log(`lockdog-${platform} tarball (${platformFiles.length} files): ${platformFiles.join(' ')}`)
   await check('the lockdog tarball carries no tests, bench or binary, and what a source build needs', () => {
