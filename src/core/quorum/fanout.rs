@@ -142,3 +142,49 @@ impl Inner {
         answers
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn after(ms: u64, answer: NodeAnswer) -> Call<()> {
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            (answer, ())
+        })
+    }
+
+    #[tokio::test]
+    async fn a_quorum_decides_without_the_slowest_node() {
+        let mut fan = FanOut::new(vec![
+            after(1, NodeAnswer::Ok),
+            after(10_000, NodeAnswer::Timeout),
+            after(2, NodeAnswer::Ok),
+        ]);
+        fan.until(Tally::agreed).await;
+        assert_eq!(
+            fan.answers(),
+            [NodeAnswer::Ok, NodeAnswer::Pending, NodeAnswer::Ok]
+        );
+        assert!(!fan.rest.is_empty(), "the slow node is still out");
+    }
+
+    #[tokio::test]
+    async fn without_a_quorum_every_node_is_waited_for() {
+        let mut fan = FanOut::new(vec![
+            after(1, NodeAnswer::Ok),
+            after(50, NodeAnswer::Held { pttl_ms: Some(5) }),
+            after(80, NodeAnswer::Timeout),
+        ]);
+        fan.until(Tally::agreed).await;
+        assert_eq!(
+            fan.answers(),
+            [
+                NodeAnswer::Ok,
+                NodeAnswer::Held { pttl_ms: Some(5) },
+                NodeAnswer::Timeout
+            ]
+        );
+        assert!(fan.rest.is_empty());
+    }
+}
