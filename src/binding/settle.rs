@@ -1,7 +1,10 @@
 //! Settling the promises of native operations in batches: one thread-safe
 //! function per JS thread drains a queue of finished operations, instead of
 //! one created, woken and torn down per call (`env.spawn_future`). It keeps
-//! the event loop alive only while operations are in flight.
+//! the event loop alive only while operations are in flight. The client's
+//! events go through the same queue, so JS sees them in the order the core
+//! emitted them relative to the operations they belong to (a node's fault
+//! before the result it contributed to).
 
 use std::cell::RefCell;
 use std::ffi::c_void;
@@ -12,8 +15,14 @@ use std::sync::{Arc, Mutex};
 use napi::bindgen_prelude::{spawn, PromiseRaw, ToNapiValue};
 use napi::{sys, Env, Error, JsError, Result, Status};
 
-/// Settles one promise on the JS thread.
+/// Runs on the JS thread: settles one promise, or delivers one event.
 type Settle = Box<dyn FnOnce(sys::napi_env) + Send>;
+
+/// A queued item; `op` for an operation counted as in flight.
+struct Item {
+    op: bool,
+    run: Settle,
+}
 
 /// A raw N-API handle moved to the thread that finishes the operation; it is
 /// only used again on the JS thread it came from.
@@ -31,15 +40,15 @@ impl<T: Copy> Raw<T> {
 /// The finished operations of one JS thread, and how to wake it.
 struct Queue {
     tsfn: Raw<sys::napi_threadsafe_function>,
-    done: Mutex<Vec<Settle>>,
+    done: Mutex<Vec<Item>>,
 }
 
 impl Queue {
     /// Queues a settled operation; the first into an empty queue wakes the JS thread.
-    fn push(&self, settle: Settle) {
+    fn push(&self, item: Item) {
         let wake = {
             let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
-            done.push(settle);
+            done.push(item);
             done.len() == 1
         };
         if wake {
@@ -86,9 +95,9 @@ unsafe extern "C" fn drain(
     }
     let queue = &*(context as *const Queue);
     let done = std::mem::take(&mut *queue.done.lock().unwrap_or_else(|p| p.into_inner()));
-    let settled = done.len();
-    for settle in done {
-        settle(env);
+    let settled = done.iter().filter(|i| i.op).count();
+    for item in done {
+        (item.run)(env);
     }
     LOCAL.with(|local| {
         if let Some(local) = local.borrow_mut().as_mut().filter(|l| l.env == env) {
@@ -188,14 +197,101 @@ where
     let deferred = Raw(deferred);
     spawn(async move {
         let result = fut.await;
-        queue.push(Box::new(move |env| unsafe {
-            match result.and_then(|v| T::to_napi_value(env, v)) {
-                Ok(value) => sys::napi_resolve_deferred(env, deferred.get(), value),
-                Err(e) => {
-                    sys::napi_reject_deferred(env, deferred.get(), JsError::from(e).into_value(env))
-                }
-            };
-        }));
+        queue.push(Item {
+            op: true,
+            run: Box::new(move |env| unsafe {
+                match result.and_then(|v| T::to_napi_value(env, v)) {
+                    Ok(value) => sys::napi_resolve_deferred(env, deferred.get(), value),
+                    Err(e) => sys::napi_reject_deferred(
+                        env,
+                        deferred.get(),
+                        JsError::from(e).into_value(env),
+                    ),
+                };
+            }),
+        });
     });
     Ok(PromiseRaw::new(raw_env, promise))
+}
+
+/// A JS function the runtime threads call through this JS thread's queue
+/// (`(kind, id, payload)`); it never keeps Node running by itself.
+pub struct Callback {
+    func: Raw<sys::napi_ref>,
+    queue: Arc<Queue>,
+}
+
+impl Callback {
+    pub fn new(env: &Env, func: sys::napi_value) -> Result<Callback> {
+        let raw_env = env.raw();
+        let queue = queue(raw_env)?;
+        let mut func_ref = ptr::null_mut();
+        check(
+            unsafe { sys::napi_create_reference(raw_env, func, 1, &mut func_ref) },
+            "napi_create_reference",
+        )?;
+        Ok(Callback {
+            func: Raw(func_ref),
+            queue,
+        })
+    }
+
+    /// Queues a call; an exception it throws is an uncaught exception, as
+    /// from any callback.
+    pub fn call(&self, kind: String, id: f64, payload: String) {
+        let func = Raw(self.func.get());
+        self.queue.push(Item {
+            op: false,
+            run: Box::new(move |env| unsafe {
+                let mut f = ptr::null_mut();
+                let mut this = ptr::null_mut();
+                let mut args = [ptr::null_mut(); 3];
+                let ok = sys::napi_get_reference_value(env, func.get(), &mut f)
+                    == sys::Status::napi_ok
+                    && !f.is_null()
+                    && sys::napi_get_undefined(env, &mut this) == sys::Status::napi_ok
+                    && sys::napi_create_string_utf8(
+                        env,
+                        kind.as_ptr().cast(),
+                        kind.len() as isize,
+                        &mut args[0],
+                    ) == sys::Status::napi_ok
+                    && sys::napi_create_double(env, id, &mut args[1]) == sys::Status::napi_ok
+                    && sys::napi_create_string_utf8(
+                        env,
+                        payload.as_ptr().cast(),
+                        payload.len() as isize,
+                        &mut args[2],
+                    ) == sys::Status::napi_ok;
+                if !ok {
+                    return;
+                }
+                let mut result = ptr::null_mut();
+                if sys::napi_call_function(env, this, f, 3, args.as_ptr(), &mut result)
+                    != sys::Status::napi_ok
+                {
+                    let mut error = ptr::null_mut();
+                    if sys::napi_get_and_clear_last_exception(env, &mut error)
+                        == sys::Status::napi_ok
+                        && !error.is_null()
+                    {
+                        sys::napi_fatal_exception(env, error);
+                    }
+                }
+            }),
+        });
+    }
+}
+
+impl Drop for Callback {
+    /// The reference is deleted on the JS thread, at its next drain.
+    fn drop(&mut self) {
+        let func = Raw(self.func.get());
+        self.queue.push(Item {
+            op: false,
+            run: Box::new(move |env| unsafe {
+                sys::napi_delete_reference(env, func.get());
+            }),
+        });
+    }
 }
