@@ -19,7 +19,7 @@ export declare class CancelHandle {
 /** The native lock client; `lib/client.js` wraps it in `LockClient`. */
 export declare class NativeClient {
   /** Checks the options and parses the node URLs; connects lazily. */
-  constructor(options?: LockClientOptions | undefined | null, onEvent?: (kind: string, lockId: number, payload: string) => void)
+  constructor(options?: LockClientOptions | undefined | null, onEvent?: (kind: string, lockId: number, detail: LockErrorInfo | NodeReport | null) => void)
   /**
    * Takes the lock on `keys` as one lock, waiting as the options allow.
    * Arguments are checked synchronously (the call throws before any I/O).
@@ -88,8 +88,8 @@ export declare class NativeLock {
   get replicas(): number | null
   /** How many attempts the acquisition took. */
   get attempts(): number
-  /** Why the lock was lost (a JSON error payload), or null. */
-  get loss(): string | null
+  /** Why the lock was lost, or null. */
+  get loss(): LockErrorInfo | null
   /**
    * Releases the lock (token-checked, on every node) after stopping its
    * watchdog. Resolves true if it was ours and is now gone, false if it had
@@ -237,6 +237,21 @@ export interface LockClientOptions {
   waitReplicasTimeout?: number
 }
 
+/** A lock failure as the JS layer turns it into a `LockError`. */
+export interface LockErrorInfo {
+  /** The stable code, e.g. `ERR_LOCK_LOST`. */
+  code: string
+  message: string
+  /** The lock key (without the client's `keyPrefix`), when there is one. */
+  key?: string
+  /** Acquisition attempts made before the failure. */
+  attempts: number
+  /** How long the current owner still holds the lock, in ms, when known. */
+  remainingMs?: number
+  /** What each node answered. */
+  nodes: Array<NodeReport>
+}
+
 /** What `inspect(key)` found, without changing anything. */
 export interface LockInspection {
   /** True when a quorum of nodes holds the key with one value. */
@@ -267,6 +282,17 @@ export interface LockStats {
   held: number
   /** Waits for a held lock that its release notice ended (rather than a retry timer). */
   woken: number
+}
+
+/**
+ * One node's answer: `answer` is `ok`, `held`, `not-held`, `timeout`,
+ * `unreachable` or `error`; `detail` says it in words (never with credentials).
+ */
+export interface NodeReport {
+  /** `host:port` (or the socket path) of the node. */
+  node: string
+  answer: string
+  detail: string
 }
 
 /** TLS material for `rediss://` URLs, as PEM text. */

@@ -25,8 +25,8 @@ function rethrowLater(err) {
 }
 
 function nativeLoss(native) {
-  const json = native.loss
-  return json ? fromNative(new Error(`lockdog:${json}`)) : null
+  const info = native.loss
+  return info ? new LockError(info.code, info.message, info) : null
 }
 
 const kReport = Symbol('lockdog.reportLoss')
@@ -293,19 +293,18 @@ class LockClient extends EventEmitter {
     }
   }
 
-  #onEvent(kind, id, payload) {
+  #onEvent(kind, id, detail) {
     try {
       if (kind === 'lost') {
-        const err = fromNative(new Error(`lockdog:${payload}`))
+        const err = new LockError(detail.code, detail.message, detail)
         const ref = this.#live.get(id)
         this.#live.delete(id)
         this.#reportLoss(err, ref && ref.deref())
       } else if (kind === 'renewed') {
         if (channels.renew.hasSubscribers) channels.renew.publish({ client: this, count: id })
       } else if (kind === 'error' && this.listenerCount('error') > 0) {
-        const p = JSON.parse(payload)
-        const code = p.answer === 'error' ? 'ERR_LOCK_REDIS' : 'ERR_LOCK_CONNECTION'
-        this.emit('error', new LockError(code, `Redis at ${p.node}: ${p.detail}`, { nodes: [p] }))
+        const code = detail.answer === 'error' ? 'ERR_LOCK_REDIS' : 'ERR_LOCK_CONNECTION'
+        this.emit('error', new LockError(code, `Redis at ${detail.node}: ${detail.detail}`, { nodes: [detail] }))
       }
     } catch (e) {
       rethrowLater(e)

@@ -4,12 +4,14 @@
 mod cancel;
 mod client;
 mod errors;
+mod events;
 mod lock;
 mod options;
 mod settle;
 
 pub use cancel::CancelHandle;
 pub use client::NativeClient;
+pub use events::{LockErrorInfo, NodeReport};
 pub use lock::NativeLock;
 pub use options::{AcquireOptions, LockClientOptions, LockInspection, LockStats, TlsOptions};
 
