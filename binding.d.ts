@@ -150,6 +150,12 @@ export interface AcquireOptions {
   waitReplicasTimeout?: number
 }
 
+/** The default lease length, in ms. */
+export declare const DEFAULT_TTL_MS: number
+
+/** The Redis URL a client uses when given no `url`, `nodes` or `cluster` and `REDIS_URL` is unset or empty. */
+export declare const DEFAULT_URL: string
+
 /** How a `LockClient` reaches Redis, and the defaults for its locks. */
 export interface LockClientOptions {
   /**
@@ -284,6 +290,12 @@ export interface LockStats {
   woken: number
 }
 
+/** Longest lock key (and key prefix), in bytes of UTF-8. */
+export declare const MAX_KEY_BYTES: number
+
+/** Longest wait, delay or timeout accepted, in ms (what a 32-bit signed timer can hold). */
+export declare const MAX_MS: number
+
 /**
  * One node's answer: `answer` is `ok`, `held`, `not-held`, `timeout`,
  * `unreachable` or `error`; `detail` says it in words (never with credentials).
@@ -304,3 +316,6 @@ export interface TlsOptions {
   /** Client private key (with `cert`). Never logged. */
   key?: string
 }
+
+/** The environment variable that replaces `DEFAULT_URL` when set and not empty. */
+export declare const URL_ENV: string

@@ -2,9 +2,9 @@
 
 const { EventEmitter } = require('node:events')
 const diagnostics = require('node:diagnostics_channel')
-const { NativeClient, CancelHandle } = require('../binding.js')
+const { NativeClient, CancelHandle, MAX_MS } = require('../binding.js')
 const { LockError, fromNative, invalidType, outOfRange } = require('./errors')
-const { keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, CLIENT } = require('./validate')
+const { keyList, assertFunction, pick, tlsOption, ACQUIRE_JS, CLIENT } = require('./validate')
 
 const CLOSE = { graceful: 'number' }
 
@@ -505,8 +505,8 @@ class LockClient extends EventEmitter {
    */
   close(options) {
     const { graceful } = pick(options, CLOSE)
-    if (graceful !== undefined && !(graceful >= 0 && graceful <= 2147483647)) {
-      throw outOfRange('options.graceful', '>= 0 and <= 2147483647', graceful)
+    if (graceful !== undefined && !(graceful >= 0 && graceful <= MAX_MS)) {
+      throw outOfRange('options.graceful', `>= 0 and <= ${MAX_MS}`, graceful)
     }
     if (!this.#closing) this.#closing = this.#close(graceful ?? 0)
     return this.#closing
@@ -555,4 +555,4 @@ function aborted(keys, signal) {
   })
 }
 
-module.exports = { LockClient, Lock, ACQUIRE }
+module.exports = { LockClient, Lock }

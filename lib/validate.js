@@ -1,9 +1,8 @@
 'use strict'
 
 const { invalidType, invalidValue, outOfRange } = require('./errors')
-
-/** Longest key in bytes, as the native layer enforces it (checked here too, so every method throws it synchronously). */
-const MAX_KEY_BYTES = 64 * 1024
+// Longest key in bytes, as the native layer enforces it (checked here too, so every method throws it synchronously).
+const { MAX_KEY_BYTES } = require('../binding.js')
 
 /**
  * Checks a lock key (a string or an array of strings) and returns it as a plain
@@ -128,4 +127,4 @@ function tlsOption(tls) {
   return out
 }
 
-module.exports = { MAX_KEY_BYTES, keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, CLIENT }
+module.exports = { MAX_KEY_BYTES, keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, CLIENT, TLS_FIELDS }

@@ -3,6 +3,7 @@
 
 mod cancel;
 mod client;
+mod constants;
 mod errors;
 mod events;
 mod lock;
