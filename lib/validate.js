@@ -127,4 +127,4 @@ function tlsOption(tls) {
   return out
 }
 
-module.exports = { MAX_KEY_BYTES, keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, CLIENT, TLS_FIELDS }
+module.exports = { keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, CLIENT, TLS_FIELDS }

@@ -308,4 +308,4 @@ function parse(argv) {
   return { sub, opts, operands, command, dashdash }
 }
 
-module.exports = { parse, duration, HELP, MIN_TTL_MS, OPTIONS }
+module.exports = { parse, HELP }

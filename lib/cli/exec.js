@@ -342,4 +342,4 @@ async function exec(opts, command) {
   return exit(code)
 }
 
-module.exports = { exec, FORWARDED }
+module.exports = { exec }
