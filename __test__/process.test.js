@@ -77,3 +77,17 @@ test('a process holding a lock exits by itself; its key expires within the TTL',
   assert.ok(performance.now() - t0 < 5000, 'the watchdog did not keep the process alive')
   await waitFor(async () => (await redis.exists('proc:exit')) === 0, { timeout: ttl + 500, what: 'key expiry' })
 })
+
+test('a process that used a client ends by itself, whether it closed the client or not', async () => {
+  for (const mode of ['close', 'open']) {
+    const run = runWorker('exits.js', [server.url, mode])
+    // Ending is the assertion: a client must never hold the process open (nor
+    // deadlock the environment's teardown while its finalizers run).
+    const timer = setTimeout(() => run.child.kill('SIGKILL'), 20000)
+    const r = await run.exited
+    clearTimeout(timer)
+    assert.equal(r.signal ?? null, null, `the ${mode} process did not end by itself within 20 s`)
+    assert.equal(r.code, 0, r.stderr)
+    assert.deepEqual(run.lines.at(-1), { done: mode })
+  }
+})

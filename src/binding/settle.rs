@@ -218,6 +218,7 @@ where
 /// (`(kind, id, payload)`); it never keeps Node running by itself.
 pub struct Callback {
     func: Raw<sys::napi_ref>,
+    env: Raw<sys::napi_env>,
     queue: Arc<Queue>,
 }
 
@@ -232,6 +233,7 @@ impl Callback {
         )?;
         Ok(Callback {
             func: Raw(func_ref),
+            env: Raw(raw_env),
             queue,
         })
     }
@@ -279,8 +281,23 @@ impl Callback {
 }
 
 impl Drop for Callback {
-    /// The reference is deleted on the JS thread, at its next drain.
+    /// The reference is deleted on the JS thread: at once when dropped there
+    /// (a finalizer, also while Node tears the environment down, when calling
+    /// the thread-safe function from its own thread would deadlock), else at
+    /// the JS thread's next drain.
     fn drop(&mut self) {
+        let env = self.env.get();
+        let on_js_thread = LOCAL
+            .try_with(|local| {
+                local
+                    .try_borrow()
+                    .is_ok_and(|l| l.as_ref().is_some_and(|l| l.env == env))
+            })
+            .unwrap_or(false);
+        if on_js_thread {
+            unsafe { sys::napi_delete_reference(env, self.func.get()) };
+            return;
+        }
         let func = Raw(self.func.get());
         self.queue.push(Item {
             op: false,
