@@ -8,6 +8,7 @@ import type {
   LockInspection,
   LockStats,
   NativeLock,
+  SemaphoreCount,
 } from './binding'
 
 export type { LockStats }
@@ -81,6 +82,46 @@ export interface AcquireOptions extends NativeAcquireOptions {
   onLost?: (err: LockError, lock: Lock) => void
 }
 
+/** What `LockClient#adopt` accepts: the lease settings of `AcquireOptions` (there is nothing to wait for). */
+export interface AdoptOptions
+  extends Pick<NativeAcquireOptions, 'ttl' | 'maxHold' | 'renewInterval' | 'autoRenew' | 'waitReplicas' | 'waitReplicasTimeout'> {
+  /** Called once if the lock is lost while held (ERR_LOCK_LOST). */
+  onLost?: (err: LockError, lock: Lock) => void
+}
+
+/** `LockClient#semaphore` options: `limit` and defaults for its acquisitions. */
+export interface SemaphoreOptions extends NativeAcquireOptions {
+  /** The most permits held at once (an integer from 1 to 100000). */
+  limit: number
+}
+
+/** `Semaphore#acquire` options. */
+export interface PermitOptions extends AcquireOptions {
+  /** Permits to take at once, all or nothing (an integer from 1 to `limit`). The default value is 1. */
+  permits?: number
+}
+
+/**
+ * At most `limit` permits of one key held at once. Holders whose lease ended
+ * (a crashed process) are reclaimed by the next acquisition. Each holder is a
+ * `Lock`: released, extended, signalled and reported lost exactly like a lock.
+ */
+export declare class Semaphore {
+  private constructor()
+  readonly key: string
+  readonly limit: number
+  /** Takes the permits, waiting while too few are free (rejects ERR_LOCK_TIMEOUT / ERR_LOCK_ABORTED / ERR_LOCK_TAKEN). */
+  acquire(options?: PermitOptions): Promise<Lock>
+  /** One attempt: the holder's Lock, or null when too few permits are free. */
+  tryAcquire(options?: PermitOptions): Promise<Lock | null>
+  /** Takes the permits, runs `fn(signal, lock)`, always releases; rejects ERR_LOCK_LOST if they were lost meanwhile. */
+  withPermit<T>(fn: LockedFn<T>, options?: PermitOptions): Promise<Awaited<T>>
+  /** Permits held now by unexpired holders, as a quorum of nodes counts them. */
+  count(): Promise<number>
+  /** What is held now, as a quorum of nodes counts it. */
+  inspect(): Promise<SemaphoreCount & { limit: number }>
+}
+
 export interface Lock extends Pick<NativeLock, 'key' | 'keys' | 'token' | 'remaining' | 'held' | 'ttl' | 'attempts' | 'fence' | 'replicas'> {}
 
 /** A held lock, renewed by the native watchdog until released. */
@@ -132,6 +173,23 @@ export declare class LockClient extends EventEmitter implements AsyncDisposable 
   stats(): LockStats
   /** Reads a lock key on every node without changing it. */
   inspect(key: string): Promise<Inspection>
+  /**
+   * Continues the lock on `key` whose value is `token` (handed over by another
+   * process, or kept across a restart): one token-checked extend to `ttl` on
+   * every node, then the native watchdog renews it like an acquired lock.
+   * Never creates a key: rejects ERR_LOCK_LOST when the key is gone or holds
+   * another token. The adopted lock's `fence` is null.
+   */
+  adopt(key: LockKey, token: string, options?: AdoptOptions): Promise<Lock>
+  /**
+   * A counting semaphore on `key`: at most `limit` permits held at once across
+   * every process; each holder has its own token and lease, renewed by the
+   * native watchdog. The other options are defaults for its acquisitions.
+   * Every user of one key must give the same `limit`.
+   */
+  semaphore(key: string, options: SemaphoreOptions): Semaphore
+  /** Whether a quorum of nodes holds `key` now, whoever the owner; changes nothing. */
+  isLocked(key: string): Promise<boolean>
   /** UNSAFE, for operators: deletes the key on every node whoever holds it. Resolves on how many nodes it existed. */
   forceRelease(key: string): Promise<number>
   /**

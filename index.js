@@ -4,6 +4,7 @@ const { LockClient, Lock } = require('./lib/client')
 const { LockError } = require('./lib/errors')
 const { DistributedLock, withLock } = require('./lib/compat')
 const Redlock = require('./lib/redlock')
+const { Semaphore } = require('./lib/semaphore')
 
 module.exports = {
   LockClient,
@@ -12,6 +13,7 @@ module.exports = {
   DistributedLock,
   withLock,
   Redlock,
+  Semaphore,
   ExecutionError: Redlock.ExecutionError,
   ResourceLockedError: Redlock.ResourceLockedError,
 }

@@ -4,7 +4,7 @@ const { EventEmitter } = require('node:events')
 const diagnostics = require('node:diagnostics_channel')
 const { NativeClient, CancelHandle } = require('../binding.js')
 const { LockError, fromNative, invalidType, outOfRange } = require('./errors')
-const { keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, CLIENT } = require('./validate')
+const { keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, ADOPT, CLIENT } = require('./validate')
 
 const CLOSE = { graceful: 'number' }
 
@@ -32,6 +32,9 @@ function nativeLoss(native) {
 const kReport = Symbol('lockdog.reportLoss')
 const kForget = Symbol('lockdog.forget')
 const kEnd = Symbol('lockdog.end')
+const kAcquireWith = Symbol('lockdog.acquireWith')
+const kWithLock = Symbol('lockdog.withLock')
+const kNative = Symbol('lockdog.native')
 
 /** A held lock. Created by `LockClient#acquire`; renewed natively until released. */
 class Lock {
@@ -403,7 +406,80 @@ class LockClient extends EventEmitter {
     })
   }
 
-  #acquire(keys, opts, signal, onLost) {
+  /**
+   * Continues the lock on `key` (or every key of an array) whose value is
+   * `token`, e.g. handed over by another process or kept across a restart: one
+   * token-checked extend to `ttl` on every node, then the native watchdog renews
+   * it like an acquired lock (signal, onLost and 'lost' as usual). Never creates
+   * a key: rejects with ERR_LOCK_LOST when the keys are gone or hold another token.
+   */
+  adopt(key, token, options) {
+    const keys = keyList(key)
+    if (typeof token !== 'string') throw invalidType('token', 'of type string', token)
+    const opts = pick(options, ADOPT)
+    const { onLost } = opts
+    delete opts.onLost
+    let pending
+    try {
+      if (this.#closing) throw closedError(keys)
+      pending = this.#native.adopt(keys, token, opts)
+    } catch (e) {
+      const err = fromNative(e)
+      if (err instanceof LockError && err.code === 'ERR_LOCK_CLOSED') return Promise.reject(err)
+      throw err
+    }
+    return pending.then(
+      (native) => {
+        const lock = new Lock(native, onLost, this)
+        if (this.#closing) {
+          return lock.release().then(() => Promise.reject(closedError(keys)), () => Promise.reject(closedError(keys)))
+        }
+        this.#live.set(native.id, new WeakRef(lock))
+        if (this.#live.size >= this.#sweepAt) this.#sweep()
+        this.#traceRenewals()
+        return lock
+      },
+      (e) => {
+        throw fromNative(e)
+      },
+    )
+  }
+
+  /** Whether a quorum of nodes holds `key` now (any owner); one read, nothing changed. */
+  isLocked(key) {
+    return this.inspect(key).then((i) => i.held)
+  }
+
+  /** @internal takes a lock through another native acquisition (a semaphore's permits). */
+  [kAcquireWith](keys, signal, onLost, start) {
+    return this.#acquire(keys, null, signal, onLost, start)
+  }
+
+  /** @internal withLock around any acquisition (a semaphore's withPermit). */
+  [kWithLock](acquiring, fn) {
+    const running = this.#withLock(acquiring, fn)
+    this.#running.add(running)
+    const done = () => this.#running.delete(running)
+    running.then(done, done)
+    return running
+  }
+
+  /** @internal the native client. */
+  get [kNative]() {
+    return this.#native
+  }
+
+  /**
+   * A counting semaphore on `key`: at most `limit` permits held at once across
+   * every process, each holder with its own token and lease renewed by the
+   * native watchdog. `options` are `limit` and the defaults of its acquisitions.
+   */
+  semaphore(key, options) {
+    const { Semaphore } = require('./semaphore')
+    return new Semaphore(this, key, options)
+  }
+
+  #acquire(keys, opts, signal, onLost, start) {
     if (signal && signal.aborted) {
       return Promise.reject(aborted(keys, signal))
     }
@@ -416,7 +492,7 @@ class LockClient extends EventEmitter {
     let pending
     try {
       if (this.#closing) throw closedError(keys)
-      pending = this.#native.acquire(keys, opts, cancel)
+      pending = start ? start(this.#native, cancel) : this.#native.acquire(keys, opts, cancel)
     } catch (e) {
       if (unlink) unlink()
       const err = fromNative(e)
@@ -547,4 +623,4 @@ function aborted(keys, signal) {
   })
 }
 
-module.exports = { LockClient, Lock, ACQUIRE }
+module.exports = { LockClient, Lock, ACQUIRE, kAcquireWith, kWithLock, kNative }

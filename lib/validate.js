@@ -83,6 +83,17 @@ const ACQUIRE = {
 
 const ACQUIRE_JS = { ...ACQUIRE, signal: 'AbortSignal', onLost: 'function' }
 
+/** What `adopt` accepts: the lease settings (there is nothing to wait for). */
+const ADOPT = {
+  ttl: 'number',
+  maxHold: 'number',
+  renewInterval: 'number',
+  autoRenew: 'boolean',
+  waitReplicas: 'number',
+  waitReplicasTimeout: 'number',
+  onLost: 'function',
+}
+
 const CLIENT = {
   ...ACQUIRE,
   url: 'string',
@@ -128,4 +139,4 @@ function tlsOption(tls) {
   return out
 }
 
-module.exports = { MAX_KEY_BYTES, keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, CLIENT }
+module.exports = { MAX_KEY_BYTES, keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, ADOPT, CLIENT }

@@ -6,11 +6,13 @@ mod client;
 mod errors;
 mod lock;
 mod options;
+mod semaphore;
 
 pub use cancel::CancelHandle;
 pub use client::NativeClient;
 pub use lock::NativeLock;
 pub use options::{AcquireOptions, LockClientOptions, LockInspection, LockStats, TlsOptions};
+pub use semaphore::SemaphoreCount;
 
 /// lockdog's tokio runtime: one worker thread. Every lock operation is a short
 /// wait on a socket; a second worker only adds cross-thread wake-ups (measured

@@ -127,6 +127,7 @@ impl Client {
         Ok(Request {
             names,
             spec: self.resolve(opts)?,
+            permits: None,
         })
     }
 
@@ -152,6 +153,57 @@ impl Client {
             Err(e) if e.code == ErrorCode::Taken => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// Continues the lock on `keys` whose value is `token` (e.g. handed over by
+    /// another process): one token-checked extend to the resolved ttl on every
+    /// node, then the watchdog renews it like an acquired lock. Never creates a
+    /// key; `ERR_LOCK_LOST` when the keys are gone or hold another token.
+    pub async fn adopt(
+        &self,
+        keys: Vec<String>,
+        token: String,
+        opts: &AcquireOptions,
+    ) -> Result<Lock> {
+        let request = self.prepare_adopt(keys, &token, opts)?;
+        self.inner.adopt(request, token).await
+    }
+
+    /// Checks an adoption's keys, token and options without I/O.
+    pub fn prepare_adopt(
+        &self,
+        keys: Vec<String>,
+        token: &str,
+        opts: &AcquireOptions,
+    ) -> Result<Request> {
+        crate::core::adopt::check_token(token)?;
+        self.prepare(keys, opts)
+    }
+
+    /// [`Client::adopt`] for a request [`Client::prepare_adopt`] has checked.
+    pub async fn adopt_prepared(&self, request: Request, token: String) -> Result<Lock> {
+        self.inner.adopt(request, token).await
+    }
+
+    /// Checks a semaphore acquisition (`permits` of `limit` on one key)
+    /// without I/O; [`Client::acquire_prepared`] then takes the permits.
+    pub fn prepare_permits(
+        &self,
+        name: String,
+        limit: u32,
+        permits: u32,
+        opts: &AcquireOptions,
+    ) -> Result<Request> {
+        let permits = crate::core::semaphore::check_permits(limit, permits)?;
+        let mut request = self.prepare(vec![name], opts)?;
+        request.permits = Some(permits);
+        Ok(request)
+    }
+
+    /// Counts the permits held in the semaphore `name` by unexpired holders.
+    pub async fn count_permits(&self, name: &str) -> Result<crate::core::semaphore::Count> {
+        let key = self.stored_key(name)?;
+        self.inner.count_permits(&key, name).await
     }
 
     /// The stored key for one lock name.

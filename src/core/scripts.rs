@@ -20,6 +20,15 @@ pub static EXTEND: LazyLock<Script> =
 pub static RENEW: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/renew.lua")));
 
+/// Takes permits of a semaphore (a sorted set of holders by lease end), all or
+/// nothing, reclaiming holders whose lease ended.
+pub static SEM_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/sem_acquire.lua")));
+
+/// Counts a semaphore's permits held by unexpired holders (read-only).
+pub static SEM_COUNT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/sem_count.lua")));
+
 #[cfg(test)]
 mod tests {
     use super::*;

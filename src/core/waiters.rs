@@ -109,7 +109,8 @@ impl Waiters {
     }
 
     /// A release notice: `key` was released by the holder of `token`. Wakes
-    /// the first waiter, once per release.
+    /// the first waiter not woken yet, once per release (a semaphore's release
+    /// sends one notice per permit freed, so it wakes that many waiters).
     pub fn released(&self, key: &str, token: &str) {
         let mut queues = sync::lock(&self.queues);
         let Some(queue) = queues.get_mut(key) else {
@@ -119,8 +120,12 @@ impl Waiters {
             return;
         }
         queue.last_token = Some(token.to_string());
-        if let Some(head) = queue.places.front() {
-            head.wake();
+        if let Some(next) = queue
+            .places
+            .iter()
+            .find(|p| !p.woken.load(Ordering::Acquire))
+        {
+            next.wake();
         }
     }
 
@@ -181,6 +186,19 @@ mod tests {
         assert!(is_woken(&b.place).await);
         assert!(w.leave("k", &b.place), "the queue is empty");
         assert!(!w.waiting("k"));
+    }
+
+    #[tokio::test]
+    async fn notices_of_several_freed_permits_wake_as_many_waiters() {
+        let w = Waiters::default();
+        let a = w.join("k");
+        let b = w.join("k");
+        let c = w.join("k");
+        w.released("k", "2:t#1");
+        w.released("k", "2:t#2");
+        assert!(is_woken(&a.place).await);
+        assert!(is_woken(&b.place).await);
+        assert!(!is_woken(&c.place).await);
     }
 
     #[tokio::test]

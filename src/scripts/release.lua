@@ -2,10 +2,24 @@
 -- held by anyone else. Unless ARGV[2] is empty, each deleted key's release is
 -- announced on the channel ARGV[2] .. key with the token as the message, which
 -- wakes whoever waits for it; pcall, because an ACL user without channel rights
--- must still be able to release. Returns how many keys were deleted.
+-- must still be able to release. A semaphore's key (a sorted set of holders'
+-- tokens) loses only this holder's member, and its release is announced once
+-- per permit freed ("<permits>:<uuid>" tokens), each notice waking one waiter.
+-- Returns how many keys were released.
 local deleted = 0
 for i = 1, #KEYS do
-  if redis.call('GET', KEYS[i]) == ARGV[1] then
+  local v = redis.pcall('GET', KEYS[i])
+  if type(v) == 'table' and v.err then
+    if redis.pcall('ZREM', KEYS[i], ARGV[1]) == 1 then
+      deleted = deleted + 1
+      if ARGV[2] ~= '' then
+        local permits = tonumber(string.match(ARGV[1], '^(%d+):')) or 1
+        for p = 1, permits do
+          redis.pcall('PUBLISH', ARGV[2] .. KEYS[i], ARGV[1] .. '#' .. p)
+        end
+      end
+    end
+  elseif v == ARGV[1] then
     deleted = deleted + redis.call('DEL', KEYS[i])
     if ARGV[2] ~= '' then
       redis.pcall('PUBLISH', ARGV[2] .. KEYS[i], ARGV[1])
