@@ -76,3 +76,22 @@ async function redlockUsage(): Promise<void> {
   void out
 }
 void redlockUsage
+
+import { Semaphore, type AdoptOptions, type PermitOptions } from 'lockdog'
+
+async function primitivesUsage(locks: LockClient): Promise<number> {
+  const opts: AdoptOptions = { ttl: 30000, onLost: (err) => console.error(err.code) }
+  const adopted: Lock = await locks.adopt('report', 'token', opts)
+  const locked: boolean = await locks.isLocked('report')
+  const sem: Semaphore = locks.semaphore('api', { limit: 5, ttl: 10000 })
+  const permit: PermitOptions = { permits: 2, waitTimeout: 1000 }
+  const slot: Lock = await sem.acquire(permit)
+  const maybe: Lock | null = await sem.tryAcquire()
+  const r: string = await sem.withPermit(async (signal) => (signal.aborted ? 'no' : 'yes'))
+  const n: number = await sem.count()
+  const { permits, holders, limit } = await sem.inspect()
+  await slot.release()
+  await adopted.release()
+  return n + permits + holders + limit + sem.limit + r.length + Number(locked) + Number(maybe === null)
+}
+void primitivesUsage
