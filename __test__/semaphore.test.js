@@ -189,3 +189,13 @@ describe('three nodes (Redlock)', () => {
     }
   })
 })
+
+test('the fault suite\'s exact checker counts permits held side by side against the limit', () => {
+  const { excess } = require('./faults/checker')
+  const iv = (tok, start, end, permits) => ({ tok, k: 's', w: 1, start, end, limit: 3, permits })
+  assert.deepEqual(excess([iv('a', 0, 10, 2), iv('b', 5, 15, 1), iv('c', 10, 20, 2)]), [], 'an end and a start may touch')
+  const found = excess([iv('a', 0, 10, 2), iv('b', 5, 15, 1), iv('c', 9, 20, 1)])
+  assert.equal(found.length, 1)
+  assert.equal(found[0].held, 4)
+  assert.equal(found[0].tok, 'c')
+})

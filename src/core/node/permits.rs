@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::ops::bounded;
 use super::{Connection, Node};
 use crate::core::acquire::Permits;
+use crate::core::broken;
 use crate::core::error::NodeAnswer;
 use crate::core::scripts;
 
@@ -26,7 +27,7 @@ impl Node {
         invocation
             .arg(token)
             .arg(ttl_ms)
-            .arg(p.limit)
+            .arg(broken::sem_limit(p.limit))
             .arg(p.permits);
         let call = invocation.invoke_async::<Vec<i64>>(con);
         match bounded(timeout, call).await {
