@@ -55,6 +55,12 @@ export declare class NativeClient {
    * watchdog like a lock's. Arguments are checked synchronously.
    */
   acquirePermits(key: string, limit: number, permits: number, options?: AcquireOptions | undefined | null, cancel?: CancelHandle | undefined | null): Promise<NativeLock>
+  /**
+   * Takes the read-write lock `key` as a reader, or with `write` as its
+   * writer (alone: no reader beside it). A waiting writer holds new readers
+   * off. Renewed by the watchdog like a lock. Arguments are checked synchronously.
+   */
+  acquireRw(key: string, write: boolean, options?: AcquireOptions | undefined | null, cancel?: CancelHandle | undefined | null): Promise<NativeLock>
   /** Counts the permits of the semaphore `key` held by unexpired holders. */
   countPermits(key: string): Promise<SemaphoreCount>
 }

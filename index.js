@@ -5,6 +5,7 @@ const { LockError } = require('./lib/errors')
 const { DistributedLock, withLock } = require('./lib/compat')
 const Redlock = require('./lib/redlock')
 const { Semaphore } = require('./lib/semaphore')
+const { ReadWriteLock } = require('./lib/rwlock')
 
 module.exports = {
   LockClient,
@@ -14,6 +15,7 @@ module.exports = {
   withLock,
   Redlock,
   Semaphore,
+  ReadWriteLock,
   ExecutionError: Redlock.ExecutionError,
   ResourceLockedError: Redlock.ResourceLockedError,
 }

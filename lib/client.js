@@ -479,6 +479,15 @@ class LockClient extends EventEmitter {
     return new Semaphore(this, key, options)
   }
 
+  /**
+   * A read-write lock on `key`: any number of readers or one writer across
+   * every process, writer preference. `options` are defaults for its acquisitions.
+   */
+  readWriteLock(key, options) {
+    const { ReadWriteLock } = require('./rwlock')
+    return new ReadWriteLock(this, key, options)
+  }
+
   #acquire(keys, opts, signal, onLost, start) {
     if (signal && signal.aborted) {
       return Promise.reject(aborted(keys, signal))

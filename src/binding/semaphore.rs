@@ -58,6 +58,31 @@ impl NativeClient {
         })
     }
 
+    /// Takes the read-write lock `key` as a reader, or with `write` as its
+    /// writer (alone: no reader beside it). A waiting writer holds new readers
+    /// off. Renewed by the watchdog like a lock. Arguments are checked synchronously.
+    #[napi(ts_return_type = "Promise<NativeLock>")]
+    pub fn acquire_rw<'env>(
+        &self,
+        env: &'env Env,
+        key: String,
+        write: bool,
+        options: Option<AcquireOptions>,
+        cancel: Option<&CancelHandle>,
+    ) -> Result<PromiseRaw<'env, NativeLock>> {
+        let opts = options.unwrap_or_default().to_core().map_err(to_napi)?;
+        let request = self.core.prepare_rw(key, write, &opts).map_err(to_napi)?;
+        let cancel = cancel.map(|c| c.token.clone()).unwrap_or_default();
+        let client = self.core.clone();
+        env.spawn_future(async move {
+            let lock = client
+                .acquire_prepared(request, cancel)
+                .await
+                .map_err(to_napi)?;
+            Ok(NativeLock { lock })
+        })
+    }
+
     /// Counts the permits of the semaphore `key` held by unexpired holders.
     #[napi(ts_return_type = "Promise<SemaphoreCount>")]
     pub fn count_permits<'env>(

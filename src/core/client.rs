@@ -200,6 +200,14 @@ impl Client {
         Ok(request)
     }
 
+    /// Checks a read-write lock acquisition (a reader, or with `write` the
+    /// writer) without I/O; [`Client::acquire_prepared`] then takes it.
+    pub fn prepare_rw(&self, name: String, write: bool, opts: &AcquireOptions) -> Result<Request> {
+        let mut request = self.prepare(vec![name], opts)?;
+        request.permits = Some(crate::core::semaphore::rw_permits(write));
+        Ok(request)
+    }
+
     /// Counts the permits held in the semaphore `name` by unexpired holders.
     pub async fn count_permits(&self, name: &str) -> Result<crate::core::semaphore::Count> {
         let key = self.stored_key(name)?;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use futures_util::future::join_all;
 
-use crate::core::acquire::Permits;
+use crate::core::acquire::{Kind, Permits};
 use crate::core::error::{LockError, NodeAnswer, Result};
 use crate::core::quorum;
 use crate::core::shared::Inner;
@@ -31,7 +31,23 @@ pub fn check_permits(limit: u32, permits: u32) -> Result<Permits> {
             permits,
         ));
     }
-    Ok(Permits { limit, permits })
+    Ok(Permits {
+        limit,
+        permits,
+        kind: Kind::Semaphore,
+    })
+}
+
+/// How many readers a read-write lock admits at once; its writer takes them all.
+pub const READERS: u32 = 10_000;
+
+/// A read-write lock's reader (`write` false) or writer.
+pub fn rw_permits(write: bool) -> Permits {
+    Permits {
+        limit: READERS,
+        permits: if write { READERS } else { 1 },
+        kind: if write { Kind::Write } else { Kind::Read },
+    }
 }
 
 /// What [`Inner::count_permits`] found.
@@ -97,7 +113,8 @@ mod tests {
             check_permits(3, 3).ok(),
             Some(Permits {
                 limit: 3,
-                permits: 3
+                permits: 3,
+                kind: Kind::Semaphore
             })
         );
     }

@@ -4,7 +4,8 @@
 -- wakes whoever waits for it; pcall, because an ACL user without channel rights
 -- must still be able to release. A semaphore's key (a sorted set of holders'
 -- tokens) loses only this holder's member, and its release is announced once
--- per permit freed ("<permits>:<uuid>" tokens), each notice waking one waiter.
+-- per permit freed ("<permits>:<uuid>" tokens), each notice waking one waiter
+-- (at most 64: a read-write lock's writer holds every permit).
 -- Returns how many keys were released.
 local deleted = 0
 for i = 1, #KEYS do
@@ -14,7 +15,7 @@ for i = 1, #KEYS do
       deleted = deleted + 1
       if ARGV[2] ~= '' then
         local permits = tonumber(string.match(ARGV[1], '^(%d+):')) or 1
-        for p = 1, permits do
+        for p = 1, math.min(permits, 64) do
           redis.pcall('PUBLISH', ARGV[2] .. KEYS[i], ARGV[1] .. '#' .. p)
         end
       end

@@ -24,7 +24,7 @@ use crate::core::time::{later, ms_of};
 
 mod permits;
 mod queue;
-pub use permits::Permits;
+pub use permits::{Kind, Lease, Permits};
 use queue::Queued;
 
 /// A checked acquisition, ready to send.

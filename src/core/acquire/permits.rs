@@ -9,6 +9,7 @@ use futures_util::future::join_all;
 
 use super::Attempt;
 use crate::core::config::AcquireSpec;
+use crate::core::keys;
 use crate::core::shared::Inner;
 use crate::core::time::ms_of;
 
@@ -17,6 +18,34 @@ use crate::core::time::ms_of;
 pub struct Permits {
     pub limit: u32,
     pub permits: u32,
+    pub kind: Kind,
+}
+
+/// What the permits are for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A counting semaphore.
+    Semaphore,
+    /// A read-write lock's reader (one permit).
+    Read,
+    /// A read-write lock's writer (every permit); a waiting writer holds new readers off.
+    Write,
+}
+
+impl Kind {
+    fn code(self) -> &'static str {
+        match self {
+            Kind::Semaphore => "s",
+            Kind::Read => "r",
+            Kind::Write => "w",
+        }
+    }
+}
+
+/// The key a waiting writer marks itself in, in the same hash slot as `key`.
+pub fn writer_key(key: &str) -> String {
+    let fence = keys::fence_key(key);
+    format!("{}:writer", fence.trim_end_matches(":fence"))
 }
 
 /// A fresh token: a UUID, prefixed with the permits it stands for.
@@ -25,6 +54,24 @@ pub(super) fn token(permits: Option<Permits>) -> String {
     match permits {
         Some(p) => format!("{}:{id}", p.permits),
         None => id,
+    }
+}
+
+/// One attempt's keys and leases on a node.
+pub struct Lease<'a> {
+    pub key: &'a str,
+    /// Where a waiting writer marks itself (read-write locks).
+    pub writer: &'a str,
+    pub token: &'a str,
+    pub ttl_ms: u64,
+    /// How long a waiting writer's mark lives.
+    pub mark_ms: u64,
+}
+
+impl Permits {
+    /// The script's kind argument.
+    pub fn kind_code(&self) -> &'static str {
+        self.kind.code()
     }
 }
 
@@ -42,6 +89,16 @@ impl Inner {
             return self.attempt(script_keys, locked, token, spec).await;
         };
         let key = &script_keys[0];
+        let writer = &writer_key(key);
+        // A waiting writer's mark outlives its pauses between attempts, not much
+        // more; a writer that will not wait leaves none.
+        let mark_ms = if spec.retry_count == Some(0) || spec.wait_timeout.is_zero() {
+            0
+        } else {
+            ms_of(spec.retry_delay + spec.retry_jitter)
+                .saturating_mul(2)
+                .max(200)
+        };
         let ttl_ms = ms_of(spec.ttl);
         let timeout = self.cfg.node_timeout_for(spec.ttl);
         // As for locks: connect first, so the validity clock does not pay for a handshake.
@@ -58,8 +115,14 @@ impl Inner {
         let answers = join_all(self.nodes.iter().zip(cons).map(|(node, con)| async move {
             match con {
                 Ok(mut con) => {
-                    node.acquire_permits(&mut con, key, token, ttl_ms, p, timeout)
-                        .await
+                    let lease = Lease {
+                        key,
+                        writer,
+                        token,
+                        ttl_ms,
+                        mark_ms,
+                    };
+                    node.acquire_permits(&mut con, &lease, p, timeout).await
                 }
                 Err(answer) => answer,
             }
@@ -84,7 +147,10 @@ mod tests {
         let t = token(Some(Permits {
             limit: 5,
             permits: 3,
+            kind: Kind::Semaphore,
         }));
+        assert_eq!(writer_key("a"), "{a}:writer");
+        assert_eq!(writer_key("{t}a"), "{t}a:writer");
         assert!(t.starts_with("3:"));
         assert!(!token(None).contains(':'));
     }

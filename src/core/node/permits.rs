@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::ops::bounded;
 use super::{Connection, Node};
-use crate::core::acquire::Permits;
+use crate::core::acquire::{Lease, Permits};
 use crate::core::broken;
 use crate::core::error::NodeAnswer;
 use crate::core::scripts;
@@ -17,18 +17,19 @@ impl Node {
     pub async fn acquire_permits(
         &self,
         con: &mut Connection,
-        key: &str,
-        token: &str,
-        ttl_ms: u64,
+        lease: &Lease<'_>,
         p: Permits,
         timeout: Duration,
     ) -> NodeAnswer {
-        let mut invocation = scripts::SEM_ACQUIRE.key(key);
+        let mut invocation = scripts::SEM_ACQUIRE.key(lease.key);
         invocation
-            .arg(token)
-            .arg(ttl_ms)
+            .key(lease.writer)
+            .arg(lease.token)
+            .arg(lease.ttl_ms)
             .arg(broken::sem_limit(p.limit))
-            .arg(p.permits);
+            .arg(p.permits)
+            .arg(p.kind_code())
+            .arg(lease.mark_ms);
         let call = invocation.invoke_async::<Vec<i64>>(con);
         match bounded(timeout, call).await {
             Ok(reply) => match reply.as_slice() {
