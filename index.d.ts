@@ -122,6 +122,29 @@ export declare class Semaphore {
   inspect(): Promise<SemaphoreCount & { limit: number }>
 }
 
+/**
+ * Many readers or one writer on one key. Each reader and the writer is a
+ * `Lock` (signal, onLost, release, extend), renewed by the native watchdog.
+ * Writer preference: a waiting writer holds new readers off; the readers
+ * already in finish first, so a stream of readers cannot starve a writer.
+ */
+export declare class ReadWriteLock {
+  private constructor()
+  readonly key: string
+  /** Takes a read lock (beside other readers, never beside a writer). */
+  readLock(options?: AcquireOptions): Promise<Lock>
+  /** Takes the write lock (alone). */
+  writeLock(options?: AcquireOptions): Promise<Lock>
+  /** One attempt at a read lock: the Lock, or null. */
+  tryReadLock(options?: AcquireOptions): Promise<Lock | null>
+  /** One attempt at the write lock (leaves no writer's mark): the Lock, or null. */
+  tryWriteLock(options?: AcquireOptions): Promise<Lock | null>
+  /** Runs `fn(signal, lock)` under a read lock, always releasing; as `withLock`. */
+  withReadLock<T>(fn: LockedFn<T>, options?: AcquireOptions): Promise<Awaited<T>>
+  /** Runs `fn(signal, lock)` under the write lock, always releasing; as `withLock`. */
+  withWriteLock<T>(fn: LockedFn<T>, options?: AcquireOptions): Promise<Awaited<T>>
+}
+
 export interface Lock extends Pick<NativeLock, 'key' | 'keys' | 'token' | 'remaining' | 'held' | 'ttl' | 'attempts' | 'fence' | 'replicas'> {}
 
 /** A held lock, renewed by the native watchdog until released. */
@@ -188,6 +211,12 @@ export declare class LockClient extends EventEmitter implements AsyncDisposable 
    * Every user of one key must give the same `limit`.
    */
   semaphore(key: string, options: SemaphoreOptions): Semaphore
+  /**
+   * A read-write lock on `key`: any number of readers or one writer across
+   * every process. Writer preference: once a writer waits, new readers wait
+   * behind it. `options` are defaults for its acquisitions.
+   */
+  readWriteLock(key: string, options?: NativeAcquireOptions): ReadWriteLock
   /** Whether a quorum of nodes holds `key` now, whoever the owner; changes nothing. */
   isLocked(key: string): Promise<boolean>
   /** UNSAFE, for operators: deletes the key on every node whoever holds it. Resolves on how many nodes it existed. */

@@ -2,7 +2,7 @@
 
 // Table-driven bad-input sweep: every wrong type and value at every public
 // function, constructor and option of LockClient (adopt, isLocked, semaphore
-// included), Semaphore, Lock, withLock,
+// included), Semaphore, ReadWriteLock, Lock, withLock,
 // DistributedLock and lockdog/redlock. Each case must end in a typed error
 // (an Error whose code starts with ERR_), or in the caller's own error where the
 // caller threw it, or succeed where the input is odd but valid — never crash,
@@ -273,6 +273,32 @@ function cases(url) {
     } finally {
       await l.release()
     }
+  })
+
+  // --- read-write lock ---------------------------------------------------------------
+  for (const k of [undefined, null, 42, {}, [], ['a'], '', Symbol('k')]) add(`readWriteLock(key=${show(k)})`, 'typed', () => locks.readWriteLock(k))
+  for (const o of [1, 'x', true, [], fn, { limit: 2 }, { signal: new AbortController().signal }]) add(`readWriteLock(k, options=${show(o)})`, 'typed', () => locks.readWriteLock('bi:rw', o))
+  const rw = locks.readWriteLock('bi:rw', { ttl: 1000 })
+  for (const m of ['readLock', 'writeLock', 'tryReadLock', 'tryWriteLock']) {
+    for (const o of [1, 'x', [], { permits: 1 }, { ttl: 0 }, { ttl: 1.5 }, { waitTimeout: -1 }]) add(`rw.${m}(${show(o)})`, 'typed', () => rw[m](o))
+  }
+  for (const m of ['withReadLock', 'withWriteLock']) {
+    for (const f of [undefined, null, 'fn', {}, 1]) add(`rw.${m}(${show(f)})`, 'typed', () => rw[m](f))
+    add(`rw.${m} fn throws synchronously`, 'user', () => rw[m](() => { throw new UserError('fn') }))
+  }
+  add('rw: writer while a reader holds → ERR_LOCK_TIMEOUT', 'typed', async () => {
+    const r = await rw.readLock()
+    try {
+      return await rw.writeLock({ waitTimeout: 50 })
+    } finally {
+      await r.release()
+    }
+  })
+  add('rw: read, then write, then release', 'ok', async () => {
+    await (await rw.readLock()).release()
+    const w = await rw.writeLock({ waitTimeout: 1000 })
+    if ((await w.release()) !== true) throw new Error('writer release failed')
+    return 1
   })
 
   // --- closed client -------------------------------------------------------------

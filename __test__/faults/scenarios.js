@@ -730,6 +730,40 @@ def(14, 'semaphore: never more than limit permits held (contention, holders paus
   })
 }, ['single'])
 
+def(15, 'read-write lock: never a writer beside anyone (contention, holders paused past their TTL)', ['single', 'redlock'], async (d, topo, tier, env) => {
+  const res = baseResult(d, topo, tier, 'safe')
+  const n = topo === 'single' ? 1 : 5
+  const keys = ['rw']
+  const ttl = 400
+  return withCluster(n, env, async (ctx) => {
+    const { sess } = ctx
+    const workers = 8
+    for (let i = 0; i < workers; i++) {
+      sess.spawn({ api: 'rwlock', writeShare: 0.3, nodes: ctx.cluster.urls(), keys, ttl, holdMs: 5 + (i % 4) * 10, duration: T(tier, 3000, 20000), waitTimeout: 10000 })
+    }
+    const rounds = T(tier, 1, 4)
+    let paused = 0
+    let after = 0n
+    for (let r = 0; r < rounds; r++) {
+      const ok = await sess.waitEvent((e) => e.ev === 'acquire_ok' && BigInt(e.t) > after, 8000, { past: false })
+      if (!ok) break
+      const w = sess.workers.get(ok.w)
+      sess.signal(w, 'SIGSTOP')
+      await sleep(ttl * 2.5)
+      sess.signal(w, 'SIGCONT')
+      paused++
+      await sess.waitEvent((e) => (e.ev === 'lost' || e.ev === 'release_sent') && e.tok === ok.tok, 3000)
+      after = BigInt(String(now()))
+    }
+    await Promise.all([...sess.workers.values()].map((w) => within(w.exited, T(tier, 3000, 20000) + 15000)))
+    const fin = await finish(ctx, keys, { maxTtl: ttl })
+    const ivs = fin.report.intervals.filter((iv) => iv.limit)
+    const writers = ivs.filter((iv) => iv.permits === iv.limit).length
+    if (writers < 3 || ivs.length - writers < 3) res.violations.push(`only ${writers} writer(s) and ${ivs.length - writers} reader(s): too little contention to check`)
+    return fill(res, fin, { workers, paused, writers, readers: ivs.length - writers })
+  })
+}, ['single'])
+
 /** Runs scenario `id` on each of its topologies (or just `topology`). Returns result rows. */
 async function runScenario(id, { tier = 'short', env = {}, topology } = {}) {
   const d = scenarios.find((s) => s.id === id)

@@ -173,16 +173,29 @@ async function holdPermit(c) {
   if (!observe(c)) out('skip', { k: c.k, tok: c.tok })
 }
 
+/** How many readers a read-write lock admits; its writer counts as all of them (as in the core). */
+const READERS = 10000
+
 async function onePermit(k, tA) {
-  const permits = 1 + Math.floor(Math.random() * (cfg.maxPermits ?? 1))
+  let permits = 1 + Math.floor(Math.random() * (cfg.maxPermits ?? 1))
+  let limit = cfg.limit
   let lock
   try {
-    lock = await locks.semaphore(k, { limit: cfg.limit }).acquire({ ...options(), permits })
+    if (cfg.api === 'rwlock') {
+      // A writer is checked as every permit: never beside a reader or another writer.
+      const write = Math.random() < (cfg.writeShare ?? 0.3)
+      limit = READERS
+      permits = write ? READERS : 1
+      const rw = locks.readWriteLock(k)
+      lock = await (write ? rw.writeLock(options()) : rw.readLock(options()))
+    } else {
+      lock = await locks.semaphore(k, { limit }).acquire({ ...options(), permits })
+    }
   } catch (e) {
     out('acquire_err', { k, code: e.code || String(e) })
     return false
   }
-  const c = enter(lock, k, tA, { limit: cfg.limit, permits })
+  const c = enter(lock, k, tA, { limit, permits })
   try {
     await holdPermit(c)
   } finally {
@@ -199,7 +212,7 @@ async function onePermit(k, tA) {
 async function oneOp(k) {
   const tA = T()
   out('attempt', { k })
-  if (cfg.api === 'semaphore') return onePermit(k, tA)
+  if (cfg.api === 'semaphore' || cfg.api === 'rwlock') return onePermit(k, tA)
   if (cfg.api === 'acquire') {
     let lock
     try {

@@ -77,7 +77,7 @@ async function redlockUsage(): Promise<void> {
 }
 void redlockUsage
 
-import { Semaphore, type AdoptOptions, type PermitOptions } from 'lockdog'
+import { Semaphore, ReadWriteLock, type AdoptOptions, type PermitOptions } from 'lockdog'
 
 async function primitivesUsage(locks: LockClient): Promise<number> {
   const opts: AdoptOptions = { ttl: 30000, onLost: (err) => console.error(err.code) }
@@ -92,6 +92,15 @@ async function primitivesUsage(locks: LockClient): Promise<number> {
   const { permits, holders, limit } = await sem.inspect()
   await slot.release()
   await adopted.release()
+  const rw: ReadWriteLock = locks.readWriteLock('doc', { ttl: 5000 })
+  const reader: Lock = await rw.readLock({ waitTimeout: 100 })
+  const writer: Lock | null = await rw.tryWriteLock()
+  const w: number = await rw.withWriteLock(async (signal, lock) => (signal.aborted ? 0 : lock.ttl))
+  const rr: string = await rw.withReadLock(() => rw.key)
+  await reader.release()
+  void writer
+  void w
+  void rr
   return n + permits + holders + limit + sem.limit + r.length + Number(locked) + Number(maybe === null)
 }
 void primitivesUsage
