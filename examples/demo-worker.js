@@ -11,10 +11,12 @@ const say = (event, extra = {}) => console.log(JSON.stringify({ event, name, t: 
   const locks = new LockClient({ url, ttl: Number(ttl) })
   say('waiting')
   await locks.withLock('order:1001:pay', async (signal, lock) => {
-    say('acquired', { token: lock.token, attempts: lock.attempts })
+    say('acquired', { token: lock.token, attempts: lock.attempts, renewed: locks.stats().renewed })
     const end = Date.now() + Number(jobMs)
     while (Date.now() < end) {
-      await new Promise((r) => setTimeout(r, 500))
+      // 300 ms does not divide the 500 ms renewal period, so samples fall at
+      // different points of it: validity is seen falling, then back up.
+      await new Promise((r) => setTimeout(r, 300))
       if (signal.aborted) throw signal.reason
       say('working', { remaining: Math.round(lock.remaining), renewed: locks.stats().renewed })
     }

@@ -1,8 +1,9 @@
 'use strict'
 // `npm run demo`: the order-payment scenario. Several worker processes race for
-// `order:1001:pay`; each payment takes longer than the lock's TTL. You see one
-// holder at a time, the native watchdog renewing, and clean releases.
-// Uses REDIS_URL when set, else a throwaway local redis-server.
+// `order:1001:pay`; each payment takes twice the lock's TTL. You see one holder
+// at a time, the lock's remaining validity falling between samples and jumping
+// back up where the native watchdog renewed it, and clean releases.
+// Uses REDIS_URL when set, else a throwaway local redis-server. Fits 80 columns.
 
 const { spawn } = require('node:child_process')
 const path = require('node:path')
@@ -43,24 +44,33 @@ async function main() {
   if (!url) {
     if (!redisServerAvailable()) {
       console.error(`No REDIS_URL is set and no redis-server was found (${BIN}).\n` +
-        'Install it (Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis) or set REDIS_URL=redis://host:port.')
+        'Install it (Debian/Ubuntu: apt-get install redis-server;\n' +
+        'macOS: brew install redis) or set REDIS_URL=redis://host:port.')
       process.exit(1)
     }
     server = await startRedis()
     url = server.url
+    // Ctrl-C, a closed pipe or a crash must not leave the server running.
+    const stopServer = () => server.proc?.exitCode === null && server.proc.kill('SIGKILL')
+    process.on('exit', stopServer)
+    for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(sig, () => process.exit(130))
+    process.stdout.on('error', () => process.exit(1))
     console.log(`Started a throwaway redis-server on 127.0.0.1:${server.port} (pid ${server.pid}).`)
   } else {
     console.log(`Using REDIS_URL=${url.replace(/\/\/[^@]*@/, '//***@')}`)
   }
-  console.log(`${WORKERS} workers race for "order:1001:pay" (ttl ${TTL} ms); each payment takes ${JOB_MS} ms, twice the TTL.\n`)
+  console.log(`${WORKERS} workers race for "order:1001:pay" with a ${TTL} ms TTL;`)
+  console.log(`each payment takes ${JOB_MS} ms, twice the TTL. The watchdog renews every`)
+  console.log(`${Math.round(TTL / 3)} ms; "renewed" marks a sample taken after a renewal.\n`)
 
   let holders = 0
   let maxHolders = 0
   let payments = 0
   let renewals = 0
   let failures = 0
+  const lastRenewed = new Map()
   const onEvent = (e) => {
-    const who = `[${e.name}]`
+    const who = e.name.padEnd(8)
     switch (e.event) {
       case 'waiting':
         console.log(`${stamp(e.t)} ${who} waiting for the lock`)
@@ -68,10 +78,17 @@ async function main() {
       case 'acquired':
         holders++
         maxHolders = Math.max(maxHolders, holders)
-        console.log(`${stamp(e.t)} ${who} ACQUIRED (token ${e.token.slice(0, 8)}…, after ${e.attempts} attempt(s)) — holders now: ${holders}`)
+        lastRenewed.set(e.name, e.renewed)
+        console.log(`${stamp(e.t)} ${who} ACQUIRED, token ${e.token.slice(0, 8)}…, ` +
+          `${e.attempts} attempt(s); holders: ${holders}`)
         break
       case 'working':
-        console.log(`${stamp(e.t)} ${who}   paying… lock valid for another ${e.remaining} ms (watchdog renewals so far: ${e.renewed})`)
+      {
+        const renewed = e.renewed - (lastRenewed.get(e.name) ?? e.renewed)
+        lastRenewed.set(e.name, e.renewed)
+        const mark = renewed > 0 ? '  renewed' : ''
+        console.log(`${stamp(e.t)} ${who}   paying; lock valid ${String(e.remaining).padStart(4)} ms more${mark}`)
+      }
         break
       case 'releasing':
         holders--
@@ -83,7 +100,7 @@ async function main() {
         break
       case 'failed':
         failures++
-        console.log(`${stamp(e.t)} ${who} FAILED ${e.code}: ${e.message}`)
+        console.log(`${stamp(e.t)} ${who} FAILED ${e.code}: ${e.message}`.slice(0, 80))
         break
       default:
     }

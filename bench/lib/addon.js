@@ -82,7 +82,10 @@ function prepareAddon({ mode = 'auto', log = console.log } = {}) {
     source = 'private cargo build --release'
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lockdog-bench-addon-'))
-  for (const f of ['index.js', 'binding.js', 'package.json']) fs.copyFileSync(path.join(ROOT, f), path.join(dir, f))
+  fs.mkdirSync(path.join(dir, 'scripts'))
+  for (const f of ['index.js', 'binding.js', 'loader.js', 'scripts/platform.js', 'package.json']) {
+    fs.copyFileSync(path.join(ROOT, f), path.join(dir, f))
+  }
   fs.cpSync(path.join(ROOT, 'lib'), path.join(dir, 'lib'), { recursive: true })
   fs.copyFileSync(nodeFile, path.join(dir, NODE_FILE))
   const dirty = git(['status', '--porcelain', '--', 'src', 'lib', 'index.js', 'Cargo.toml'])
