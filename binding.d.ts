@@ -61,6 +61,12 @@ export declare class NativeClient {
    * off. Renewed by the watchdog like a lock. Arguments are checked synchronously.
    */
   acquireRw(key: string, write: boolean, options?: AcquireOptions | undefined | null, cancel?: CancelHandle | undefined | null): Promise<NativeLock>
+  /**
+   * Takes the lock on `key` fairly: waiters across every process are served
+   * in arrival order through a line kept in Redis (leased places). One node
+   * or a cluster. Arguments are checked synchronously.
+   */
+  acquireFair(key: string, options?: AcquireOptions | undefined | null, cancel?: CancelHandle | undefined | null): Promise<NativeLock>
   /** Counts the permits of the semaphore `key` held by unexpired holders. */
   countPermits(key: string): Promise<SemaphoreCount>
 }

@@ -3,8 +3,8 @@
 const { EventEmitter } = require('node:events')
 const diagnostics = require('node:diagnostics_channel')
 const { NativeClient, CancelHandle } = require('../binding.js')
-const { LockError, fromNative, invalidType, outOfRange } = require('./errors')
-const { keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, ADOPT, CLIENT } = require('./validate')
+const { LockError, fromNative, invalidType, invalidValue, outOfRange } = require('./errors')
+const { keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, ACQUIRE_LOCK, ADOPT, CLIENT } = require('./validate')
 
 const CLOSE = { graceful: 'number' }
 
@@ -257,6 +257,8 @@ class LockClient extends EventEmitter {
   #running = new Set()
   /** The promise of the first close() call; set as soon as it is called. */
   #closing = null
+  /** Locks are taken fairly unless an acquisition says otherwise (client option `fair`). */
+  #fair = false
 
   #sweep() {
     for (const [id, ref] of this.#live) if (ref.deref() === undefined) this.#live.delete(id)
@@ -279,6 +281,8 @@ class LockClient extends EventEmitter {
     super()
     const opts = pick(options, CLIENT)
     if (opts.tls !== undefined) opts.tls = tlsOption(opts.tls)
+    this.#fair = opts.fair === true
+    delete opts.fair
     try {
       this.#native = new NativeClient(opts, LockClient.#sink(new WeakRef(this)))
     } catch (e) {
@@ -385,22 +389,34 @@ class LockClient extends EventEmitter {
    */
   acquire(key, options) {
     const keys = keyList(key)
-    const opts = pick(options, ACQUIRE_JS)
+    const opts = pick(options, ACQUIRE_LOCK)
     const { signal, onLost } = opts
     delete opts.signal
     delete opts.onLost
-    return this.#acquire(keys, opts, signal, onLost)
+    return this.#acquire(keys, opts, signal, onLost, this.#fairStart(keys, opts))
+  }
+
+  /**
+   * With `fair` (this acquisition's, else the client's): waiters in every
+   * process are served in arrival order through a line kept in Redis.
+   */
+  #fairStart(keys, opts) {
+    const fair = opts.fair ?? this.#fair
+    delete opts.fair
+    if (!fair) return undefined
+    if (keys.length !== 1) throw invalidValue('options.fair', 'needs a single key')
+    return (native, cancel) => native.acquireFair(keys[0], opts, cancel)
   }
 
   /** One attempt: resolves the Lock, or null when another owner holds it. */
   tryAcquire(key, options) {
     const keys = keyList(key)
-    const opts = pick(options, ACQUIRE_JS)
+    const opts = pick(options, ACQUIRE_LOCK)
     const { signal, onLost } = opts
     delete opts.signal
     delete opts.onLost
     opts.retryCount = 0
-    return this.#acquire(keys, opts, signal, onLost).catch((e) => {
+    return this.#acquire(keys, opts, signal, onLost, this.#fairStart(keys, opts)).catch((e) => {
       if (e && e.code === 'ERR_LOCK_TAKEN') return null
       throw e
     })

@@ -106,7 +106,11 @@ const CLIENT = {
   driftFactor: 'number',
   fencing: 'boolean',
   tls: 'object',
+  fair: 'boolean',
 }
+
+/** What a lock's acquire accepts: `ACQUIRE_JS` and `fair`. */
+const ACQUIRE_LOCK = { ...ACQUIRE_JS, fair: 'boolean' }
 
 /** PEM text from a string, a Buffer, or an array of either (ioredis/Node TLS style). */
 function pem(value, name) {
@@ -139,4 +143,4 @@ function tlsOption(tls) {
   return out
 }
 
-module.exports = { MAX_KEY_BYTES, keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, ADOPT, CLIENT }
+module.exports = { MAX_KEY_BYTES, keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, ACQUIRE_LOCK, ADOPT, CLIENT }

@@ -83,6 +83,30 @@ impl NativeClient {
         })
     }
 
+    /// Takes the lock on `key` fairly: waiters across every process are served
+    /// in arrival order through a line kept in Redis (leased places). One node
+    /// or a cluster. Arguments are checked synchronously.
+    #[napi(ts_return_type = "Promise<NativeLock>")]
+    pub fn acquire_fair<'env>(
+        &self,
+        env: &'env Env,
+        key: String,
+        options: Option<AcquireOptions>,
+        cancel: Option<&CancelHandle>,
+    ) -> Result<PromiseRaw<'env, NativeLock>> {
+        let opts = options.unwrap_or_default().to_core().map_err(to_napi)?;
+        let request = self.core.prepare_fair(key, &opts).map_err(to_napi)?;
+        let cancel = cancel.map(|c| c.token.clone()).unwrap_or_default();
+        let client = self.core.clone();
+        env.spawn_future(async move {
+            let lock = client
+                .acquire_prepared(request, cancel)
+                .await
+                .map_err(to_napi)?;
+            Ok(NativeLock { lock })
+        })
+    }
+
     /// Counts the permits of the semaphore `key` held by unexpired holders.
     #[napi(ts_return_type = "Promise<SemaphoreCount>")]
     pub fn count_permits<'env>(

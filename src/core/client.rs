@@ -208,6 +208,21 @@ impl Client {
         Ok(request)
     }
 
+    /// Checks a fair lock acquisition without I/O: waiters of `name` across
+    /// every process are served in arrival order through a line kept in Redis.
+    /// One key, one node or a cluster (not Redlock, whose attempts change tokens).
+    pub fn prepare_fair(&self, name: String, opts: &AcquireOptions) -> Result<Request> {
+        if self.inner.nodes.len() > 1 {
+            return Err(LockError::invalid_value(
+                "fair",
+                "is not supported with several nodes (Redlock)",
+            ));
+        }
+        let mut request = self.prepare(vec![name], opts)?;
+        request.permits = Some(crate::core::semaphore::fair_permits());
+        Ok(request)
+    }
+
     /// Counts the permits held in the semaphore `name` by unexpired holders.
     pub async fn count_permits(&self, name: &str) -> Result<crate::core::semaphore::Count> {
         let key = self.stored_key(name)?;

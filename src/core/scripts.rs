@@ -29,6 +29,11 @@ pub static SEM_ACQUIRE: LazyLock<Script> =
 pub static SEM_COUNT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/sem_count.lua")));
 
+/// Takes a lock only when it is free and the caller is first in the line kept
+/// in Redis (leased places, so a departed waiter never wedges it).
+pub static FAIR_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/fair_acquire.lua")));
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -41,6 +41,15 @@ pub fn check_permits(limit: u32, permits: u32) -> Result<Permits> {
 /// How many readers a read-write lock admits at once; its writer takes them all.
 pub const READERS: u32 = 10_000;
 
+/// A fair lock: one holder, waiters served in arrival order across processes.
+pub fn fair_permits() -> Permits {
+    Permits {
+        limit: 1,
+        permits: 1,
+        kind: Kind::Fair,
+    }
+}
+
 /// A read-write lock's reader (`write` false) or writer.
 pub fn rw_permits(write: bool) -> Permits {
     Permits {

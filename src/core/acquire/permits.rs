@@ -30,6 +30,8 @@ pub enum Kind {
     Read,
     /// A read-write lock's writer (every permit); a waiting writer holds new readers off.
     Write,
+    /// A lock served in arrival order across processes (a line kept in Redis).
+    Fair,
 }
 
 impl Kind {
@@ -38,14 +40,21 @@ impl Kind {
             Kind::Semaphore => "s",
             Kind::Read => "r",
             Kind::Write => "w",
+            Kind::Fair => "f",
         }
     }
 }
 
 /// The key a waiting writer marks itself in, in the same hash slot as `key`.
 pub fn writer_key(key: &str) -> String {
+    beside(key, "writer")
+}
+
+/// A companion key of `key` in its hash slot: `{key}:<what>` (or `key:<what>`
+/// for a key with a hash tag).
+pub fn beside(key: &str, what: &str) -> String {
     let fence = keys::fence_key(key);
-    format!("{}:writer", fence.trim_end_matches(":fence"))
+    format!("{}:{what}", fence.trim_end_matches(":fence"))
 }
 
 /// A fresh token: a UUID, prefixed with the permits it stands for.
@@ -89,6 +98,9 @@ impl Inner {
             return self.attempt(script_keys, locked, token, spec).await;
         };
         let key = &script_keys[0];
+        if p.kind == Kind::Fair {
+            return self.attempt_fair(key, token, spec).await;
+        }
         let writer = &writer_key(key);
         // A waiting writer's mark outlives its pauses between attempts, not much
         // more; a writer that will not wait leaves none.
@@ -123,6 +135,41 @@ impl Inner {
                         mark_ms,
                     };
                     node.acquire_permits(&mut con, &lease, p, timeout).await
+                }
+                Err(answer) => answer,
+            }
+        }))
+        .await;
+        Attempt {
+            answers,
+            fence: 0,
+            started,
+            replicas: None,
+            sent,
+        }
+    }
+}
+
+impl Inner {
+    /// One attempt at a fair lock on every node: the line is kept beside the key.
+    async fn attempt_fair(&self, key: &str, token: &str, spec: &AcquireSpec) -> Attempt {
+        let line = [beside(key, "line"), beside(key, "line:lease")];
+        let ttl_ms = ms_of(spec.ttl);
+        // A waiter renews its place at every attempt; it pauses at most
+        // retryDelay + retryJitter in between.
+        let place_ms = ms_of(spec.retry_delay + spec.retry_jitter)
+            .saturating_mul(3)
+            .max(300);
+        let timeout = self.cfg.node_timeout_for(spec.ttl);
+        let cons = join_all(self.nodes.iter().map(|n| n.connection())).await;
+        let sent = cons.iter().map(Result::is_ok).collect();
+        let started = Instant::now();
+        let line = &line;
+        let answers = join_all(self.nodes.iter().zip(cons).map(|(node, con)| async move {
+            match con {
+                Ok(mut con) => {
+                    node.acquire_fair(&mut con, key, line, token, ttl_ms, place_ms, timeout)
+                        .await
                 }
                 Err(answer) => answer,
             }
