@@ -18,6 +18,12 @@ export type Pem = string | Buffer | ReadonlyArray<string | Buffer>
 
 /** How a `LockClient` reaches Redis, and the defaults for its locks. */
 export interface LockClientOptions extends Omit<NativeLockClientOptions, 'tls'> {
+  /**
+   * Take locks fairly unless an acquisition says otherwise: waiters in every
+   * process are served in arrival order through a line kept in Redis (one key
+   * per lock; one node or a cluster, not Redlock). The default value is `false`.
+   */
+  fair?: boolean
   /** Certificates for `rediss://` URLs: a CA to trust instead of the system's store, and a client certificate and key. */
   tls?: { ca?: Pem; cert?: Pem; key?: Pem }
 }
@@ -78,6 +84,12 @@ export declare class LockError extends Error {
 export interface AcquireOptions extends NativeAcquireOptions {
   /** Cancels the wait; the acquire then rejects with ERR_LOCK_ABORTED. */
   signal?: AbortSignal
+  /**
+   * Serve waiters of every process in arrival order through a line kept in
+   * Redis (locks on one key; one node or a cluster). The default value is the
+   * client's `fair`. Not an option of semaphores and read-write locks.
+   */
+  fair?: boolean
   /** Called once if the lock is lost while held (ERR_LOCK_LOST). */
   onLost?: (err: LockError, lock: Lock) => void
 }
@@ -96,7 +108,7 @@ export interface SemaphoreOptions extends NativeAcquireOptions {
 }
 
 /** `Semaphore#acquire` options. */
-export interface PermitOptions extends AcquireOptions {
+export interface PermitOptions extends Omit<AcquireOptions, 'fair'> {
   /** Permits to take at once, all or nothing (an integer from 1 to `limit`). The default value is 1. */
   permits?: number
 }
@@ -132,17 +144,17 @@ export declare class ReadWriteLock {
   private constructor()
   readonly key: string
   /** Takes a read lock (beside other readers, never beside a writer). */
-  readLock(options?: AcquireOptions): Promise<Lock>
+  readLock(options?: Omit<AcquireOptions, 'fair'>): Promise<Lock>
   /** Takes the write lock (alone). */
-  writeLock(options?: AcquireOptions): Promise<Lock>
+  writeLock(options?: Omit<AcquireOptions, 'fair'>): Promise<Lock>
   /** One attempt at a read lock: the Lock, or null. */
-  tryReadLock(options?: AcquireOptions): Promise<Lock | null>
+  tryReadLock(options?: Omit<AcquireOptions, 'fair'>): Promise<Lock | null>
   /** One attempt at the write lock (leaves no writer's mark): the Lock, or null. */
-  tryWriteLock(options?: AcquireOptions): Promise<Lock | null>
+  tryWriteLock(options?: Omit<AcquireOptions, 'fair'>): Promise<Lock | null>
   /** Runs `fn(signal, lock)` under a read lock, always releasing; as `withLock`. */
-  withReadLock<T>(fn: LockedFn<T>, options?: AcquireOptions): Promise<Awaited<T>>
+  withReadLock<T>(fn: LockedFn<T>, options?: Omit<AcquireOptions, 'fair'>): Promise<Awaited<T>>
   /** Runs `fn(signal, lock)` under the write lock, always releasing; as `withLock`. */
-  withWriteLock<T>(fn: LockedFn<T>, options?: AcquireOptions): Promise<Awaited<T>>
+  withWriteLock<T>(fn: LockedFn<T>, options?: Omit<AcquireOptions, 'fair'>): Promise<Awaited<T>>
 }
 
 export interface Lock extends Pick<NativeLock, 'key' | 'keys' | 'token' | 'remaining' | 'held' | 'ttl' | 'attempts' | 'fence' | 'replicas'> {}

@@ -92,6 +92,8 @@ async function primitivesUsage(locks: LockClient): Promise<number> {
   const { permits, holders, limit } = await sem.inspect()
   await slot.release()
   await adopted.release()
+  const fairLocks = new LockClient({ url: 'redis://127.0.0.1:6390', fair: true })
+  await (await fairLocks.acquire('queue', { fair: false, waitTimeout: 10 })).release()
   const rw: ReadWriteLock = locks.readWriteLock('doc', { ttl: 5000 })
   const reader: Lock = await rw.readLock({ waitTimeout: 100 })
   const writer: Lock | null = await rw.tryWriteLock()
