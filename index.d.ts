@@ -220,7 +220,8 @@ export declare class LockClient extends EventEmitter implements AsyncDisposable 
    * A counting semaphore on `key`: at most `limit` permits held at once across
    * every process; each holder has its own token and lease, renewed by the
    * native watchdog. The other options are defaults for its acquisitions.
-   * Every user of one key must give the same `limit`.
+   * Every user of one key must give the same `limit`. On several nodes
+   * (Redlock) only `limit: 1` is accepted (ERR_INVALID_ARG_VALUE otherwise).
    */
   semaphore(key: string, options: SemaphoreOptions): Semaphore
   /**
