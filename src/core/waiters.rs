@@ -109,8 +109,10 @@ impl Waiters {
     }
 
     /// A release notice: `key` was released by the holder of `token`. Wakes
-    /// the first waiter not woken yet, once per release (a semaphore's release
-    /// sends one notice per permit freed, so it wakes that many waiters).
+    /// the first waiter, once per release. A semaphore's release sends one
+    /// notice per permit freed (`<token>#<n>`), and each wakes the first
+    /// waiter not woken yet, so a release wakes as many waiters as it frees
+    /// permits; a lock's notice only ever wakes the first in line.
     pub fn released(&self, key: &str, token: &str) {
         let mut queues = sync::lock(&self.queues);
         let Some(queue) = queues.get_mut(key) else {
@@ -120,11 +122,15 @@ impl Waiters {
             return;
         }
         queue.last_token = Some(token.to_string());
-        if let Some(next) = queue
-            .places
-            .iter()
-            .find(|p| !p.woken.load(Ordering::Acquire))
-        {
+        let next = if token.contains('#') {
+            queue
+                .places
+                .iter()
+                .find(|p| !p.woken.load(Ordering::Acquire))
+        } else {
+            queue.places.front()
+        };
+        if let Some(next) = next {
             next.wake();
         }
     }
@@ -198,6 +204,10 @@ mod tests {
         w.released("k", "2:t#2");
         assert!(is_woken(&a.place).await);
         assert!(is_woken(&b.place).await);
+        assert!(!is_woken(&c.place).await);
+        // A lock's notices wake the first in line only, however many come.
+        w.released("k", "t3");
+        w.released("k", "t4");
         assert!(!is_woken(&c.place).await);
     }
 
