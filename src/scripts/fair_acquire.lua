@@ -1,6 +1,6 @@
 -- A fair lock: takes KEYS[1] for token ARGV[1] with a TTL of ARGV[2] ms only
 -- when it is free and this token is first in the line kept in Redis.
--- KEYS[2] orders the waiting tokens by arrival (server ms); KEYS[3] holds each
+-- KEYS[2] orders the waiting tokens by arrival (server µs); KEYS[3] holds each
 -- place's lease end (server ms). Each attempt renews the caller's place for
 -- ARGV[3] ms; a place whose lease ended (a crashed or departed waiter) is
 -- dropped, so the line never wedges. Both sets expire once nobody waits.
@@ -22,7 +22,14 @@ if holder == ARGV[1] then
   return {1, 0}
 end
 if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
-  redis.call('ZADD', KEYS[2], now, ARGV[1])
+  -- Arrival in server microseconds, strictly after the last place in line
+  -- (two waiters arriving within one tick keep their order).
+  local at = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+  if last[2] and tonumber(last[2]) >= at then
+    at = tonumber(last[2]) + 1
+  end
+  redis.call('ZADD', KEYS[2], at, ARGV[1])
 end
 redis.call('ZADD', KEYS[3], now + lease, ARGV[1])
 redis.call('PEXPIRE', KEYS[2], lease * 2)

@@ -156,10 +156,11 @@ impl Inner {
         let line = [beside(key, "line"), beside(key, "line:lease")];
         let ttl_ms = ms_of(spec.ttl);
         // A waiter renews its place at every attempt; it pauses at most
-        // retryDelay + retryJitter in between.
+        // retryDelay + retryJitter in between. The floor rides out a process
+        // that is not scheduled for a while (a loaded machine, a GC pause).
         let place_ms = ms_of(spec.retry_delay + spec.retry_jitter)
-            .saturating_mul(3)
-            .max(300);
+            .saturating_mul(4)
+            .max(2_000);
         let timeout = self.cfg.node_timeout_for(spec.ttl);
         let cons = join_all(self.nodes.iter().map(|n| n.connection())).await;
         let sent = cons.iter().map(Result::is_ok).collect();
