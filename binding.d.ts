@@ -39,6 +39,11 @@ export declare class NativeClient {
    * told). Resolves on how many nodes it existed.
    */
   forceRelease(key: string): Promise<number>
+  /**
+   * Resolves once the nodes that operations did not wait for (a quorum had
+   * decided) have answered or timed out, and background cleanups ended.
+   */
+  settled(): Promise<void>
   /** Stops every watchdog, releases every held lock and closes the connections. */
   close(): Promise<void>
   /** Whether renewal batches are reported as `'renewed'` events (for tracing). */

@@ -204,6 +204,13 @@ export declare class LockClient extends EventEmitter implements AsyncDisposable 
    * (with fn's result or error as `cause`) if the lock was lost meanwhile.
    */
   withLock<T>(key: LockKey, fn: LockedFn<T>, options?: AcquireOptions): Promise<Awaited<T>>
+  /**
+   * Resolves once the nodes that operations did not wait for have answered or
+   * timed out: with several nodes, acquire/extend/release resolve as soon as a
+   * quorum decided, and the other nodes finish in the background (their faults
+   * still reach `'error'`). `close()` waits for them too.
+   */
+  settled(): Promise<void>
   /** Counters since the client was created. */
   stats(): LockStats
   /** Reads a lock key on every node without changing it. */

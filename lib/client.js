@@ -614,6 +614,15 @@ class LockClient extends EventEmitter {
     return this.#closing
   }
 
+  /**
+   * Resolves once the nodes that operations did not wait for (with several
+   * nodes an operation resolves as soon as a quorum decided it) have answered
+   * or timed out, and every background cleanup ended. `close()` waits for it too.
+   */
+  settled() {
+    return this.#native.settled()
+  }
+
   async #close(graceful) {
     if (graceful > 0 && this.#running.size > 0) {
       let timer

@@ -293,21 +293,29 @@ class Redlock extends EventEmitter {
     const start = performance.now()
     const token = {}
     this.#inflight.set(token, start)
+    let settling = false
     try {
       const value = await run()
       if (value === false) return { ok: false, final: lossIsFinal, stats: this.#votesOf({ code: 'ERR_LOCK_LOST', message: '' }, keyCount) }
-      // The core reports a minority's faults as events, which may arrive just after the result.
-      await new Promise((resolve) => setImmediate(resolve))
-      const faults = this.#faultsSince(start)
-      const answers = this.#members.map((_, i) => {
-        const f = faults.get(i)
-        return f ? { answer: f.answer, node: f.node, detail: f.detail } : { answer: 'ok' }
+      // The core resolves at quorum and reports a minority's faults as events
+      // once those nodes answer: an attempt's votes are a promise, as in redlock,
+      // and the attempt keeps claiming faults until they are in.
+      settling = true
+      const stats = this.#client.settled().then(async () => {
+        await new Promise((resolve) => setImmediate(resolve))
+        const faults = this.#faultsSince(start)
+        this.#inflight.delete(token)
+        const answers = this.#members.map((_, i) => {
+          const f = faults.get(i)
+          return f ? { answer: f.answer, node: f.node, detail: f.detail } : { answer: 'ok' }
+        })
+        return this.#votes(answers, keyCount, null)
       })
-      return { ok: true, value, stats: this.#votes(answers, keyCount, null) }
+      return { ok: true, value, stats }
     } catch (e) {
       return { ok: false, stats: this.#votesOf(e, keyCount) }
     } finally {
-      this.#inflight.delete(token)
+      if (!settling) this.#inflight.delete(token)
     }
   }
 

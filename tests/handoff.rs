@@ -276,3 +276,40 @@ async fn an_abort_is_not_held_up_by_a_subscription_to_a_stalled_node() {
     holder.close().await;
     waiters.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_notices_heard_a_waiter_sleeps_until_the_lease_ends_not_its_retry_delay() {
+    let server = RedisServer::start();
+    let (holder, waiters, held) = held_by_another(&[&server], "eager", 10_000).await;
+    // An eager retry timer: without notices this waiter would poll every 10 ms.
+    let mut eager = opts(10_000);
+    eager.retry_delay = Some(ms(10));
+    eager.retry_jitter = Some(ms(0));
+    eager.wait_timeout = Some(ms(30_000));
+    let c = waiters.clone();
+    let waiting = tokio::spawn(async move {
+        c.acquire(vec!["eager".into()], &eager, CancellationToken::new())
+            .await
+    });
+    eventually(ms(5_000), "the waiter subscribed", || async {
+        channels(&server).await == 1
+    })
+    .await;
+    // Held for a while: with its release heard, the waiter stops polling.
+    tokio::time::sleep(ms(600)).await;
+    let polled = waiters.stats().contended;
+    assert!(
+        polled <= 3,
+        "attempts while the holder kept the lock: {polled} (60 if it polled every 10 ms)"
+    );
+    let began = Instant::now();
+    assert!(held.release().await.expect("released"));
+    let lock = within(ms(2_000), "the waiter", waiting)
+        .await
+        .expect("task")
+        .expect("acquired once released");
+    assert!(began.elapsed() < ms(1_000), "woken by the release notice");
+    assert!(lock.release().await.expect("released"));
+    holder.close().await;
+    waiters.close().await;
+}

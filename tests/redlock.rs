@@ -77,7 +77,7 @@ async fn acquire_sets_the_key_on_every_node() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_frozen_node_still_leaves_a_quorum_with_reduced_validity() {
+async fn a_frozen_node_does_not_hold_up_a_quorum_and_is_still_reported() {
     let mut servers = three();
     let cfg = config(&[&servers[0], &servers[1], &servers[2]]);
     let k = key(&cfg, "res");
@@ -94,22 +94,19 @@ async fn a_frozen_node_still_leaves_a_quorum_with_reduced_validity() {
         .acquire(vec!["res".into()], &opts(4_000), CancellationToken::new())
         .await;
     let took = began.elapsed();
-    servers[2].resume();
     let lock = result
         .map_err(|e| e.to_string())
         .expect("2 of 3 is a quorum");
+    // The outcome was decided by the two live nodes: the frozen one is not waited for.
     assert!(
-        took >= node_timeout && took < ms(1_000),
-        "the frozen node was waited for its node timeout only: {took:?}"
+        took < node_timeout,
+        "resolved at quorum, before the frozen node's timeout: {took:?}"
     );
     let remaining = lock.remaining();
+    assert!(remaining <= ttl - drift, "validity: {remaining:?}");
     assert!(
-        remaining <= ttl - node_timeout - drift,
-        "validity pays for the wait: {remaining:?}"
-    );
-    assert!(
-        remaining > ttl - node_timeout - drift - ms(500),
-        "validity only pays for the wait: {remaining:?}"
+        remaining > ttl - drift - node_timeout,
+        "validity does not pay for the frozen node: {remaining:?}"
     );
     for s in &servers[..2] {
         assert_eq!(
@@ -119,8 +116,13 @@ async fn a_frozen_node_still_leaves_a_quorum_with_reduced_validity() {
             s.name()
         );
     }
-    let seen = seen.lock().expect("hook mutex").clone();
-    assert_eq!(seen, [format!("{} timeout", servers[2].name())]);
+    // The straggler is finished in the background and its fault still reported.
+    let expected = [format!("{} timeout", servers[2].name())];
+    eventually(ms(2_000), "the frozen node's timeout reported", || async {
+        *seen.lock().expect("hook mutex") == expected
+    })
+    .await;
+    servers[2].resume();
 
     assert!(lock.release().await.expect("released"));
     // The frozen node ran the SET once resumed, then the release after it.
@@ -131,6 +133,49 @@ async fn a_frozen_node_still_leaves_a_quorum_with_reduced_validity() {
         .await;
     }
     locks.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_resolves_at_quorum_and_close_waits_for_the_minority() {
+    let mut servers = three();
+    let cfg = config(&[&servers[0], &servers[1], &servers[2]]);
+    let k = key(&cfg, "res");
+    let (locks, seen) = client_with_hook(cfg);
+    warm_up(&locks).await;
+    let lock = locks
+        .acquire(vec!["res".into()], &opts(60_000), CancellationToken::new())
+        .await
+        .expect("acquired");
+    servers[2].pause();
+    let began = Instant::now();
+    assert!(lock.release().await.expect("a quorum released it"));
+    let took = began.elapsed();
+    assert!(
+        took < ms(500),
+        "release did not wait for the frozen node: {took:?}"
+    );
+    for s in &servers[..2] {
+        assert_eq!(s.get(&k).await, None, "{} released", s.name());
+    }
+    // close() waits for the minority's release to end (here: its timeout).
+    let began = Instant::now();
+    locks.close().await;
+    assert!(
+        began.elapsed() + took >= ms(900),
+        "close() waited for the straggler's release: {:?}",
+        began.elapsed() + took
+    );
+    assert_eq!(
+        *seen.lock().expect("hook mutex"),
+        [format!("{} timeout", servers[2].name())],
+        "the straggler's fault was reported"
+    );
+    servers[2].resume();
+    // The release was on its way: the frozen node deletes the key when it resumes.
+    eventually(ms(2_000), "the minority released", || async {
+        servers[2].get(&k).await.is_none()
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -164,11 +209,11 @@ async fn two_nodes_down_fails_fast_with_quorum_and_leaves_no_key() {
         assert!(report.answer.is_fault(), "{report:?}");
         assert!(err.message.contains(&server.name()), "{}", err.message);
     }
-    assert_eq!(
-        servers[0].get(&k).await,
-        None,
-        "the healthy node's key was undone"
-    );
+    // The undo of a failed attempt runs in the background, bounded by the node timeout.
+    eventually(ms(2_000), "the healthy node's key undone", || async {
+        servers[0].get(&k).await.is_none()
+    })
+    .await;
     assert!(seen.lock().expect("hook mutex").len() >= 2);
 
     // A client that never connected fails just as fast.
@@ -181,7 +226,10 @@ async fn two_nodes_down_fails_fast_with_quorum_and_leaves_no_key() {
         .expect("no quorum");
     assert_eq!(err.code, ErrorCode::Quorum);
     assert!(began.elapsed() < ms(1_500), "took {:?}", began.elapsed());
-    assert_eq!(servers[0].get(&k).await, None);
+    eventually(ms(2_000), "the healthy node's key undone", || async {
+        servers[0].get(&k).await.is_none()
+    })
+    .await;
     locks.close().await;
     fresh.close().await;
 }
@@ -208,11 +256,10 @@ async fn contention_on_a_majority_is_taken_on_a_minority_is_not() {
     assert_eq!(err.code, ErrorCode::Taken, "{err}");
     let remaining = err.remaining_ms.expect("holder's PTTL");
     assert!((4_000..=5_000).contains(&remaining), "{remaining}");
-    assert_eq!(
-        servers[2].get(&a).await,
-        None,
-        "what we set on the free node was undone"
-    );
+    eventually(ms(2_000), "what we set on the free node undone", || async {
+        servers[2].get(&a).await.is_none()
+    })
+    .await;
     for s in &servers[..2] {
         assert_eq!(s.get(&a).await.as_deref(), Some("other"));
     }

@@ -2,25 +2,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use napi::bindgen_prelude::*;
-use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 
 use crate::binding::cancel::CancelHandle;
 use crate::binding::errors::to_napi;
 use crate::binding::lock::NativeLock;
 use crate::binding::options::{AcquireOptions, LockClientOptions, LockInspection, LockStats};
+use crate::binding::settle::{settle_later, Callback};
 use crate::core::{self as core, Event, EventHook};
 
-/// `(kind, lockId, payload)`: `'lost'` with the error as JSON, or `'error'` with
-/// `{ node, answer, detail }` as JSON. Weak: it never keeps Node running.
-type EventCallback = ThreadsafeFunction<
-    FnArgs<(String, f64, String)>,
-    (),
-    FnArgs<(String, f64, String)>,
-    Status,
-    false,
-    true,
->;
+/// The event callback as JS passes it (typed by `ts_arg_type` at its use).
+type EventFn<'a> = Function<'a, FnArgs<(String, f64, String)>, ()>;
 
 /// The native lock client; `lib/client.js` wraps it in `LockClient`.
 #[napi]
@@ -29,7 +21,9 @@ pub struct NativeClient {
     renew_events: Arc<AtomicBool>,
 }
 
-fn hook(callback: EventCallback, renew_events: Arc<AtomicBool>) -> EventHook {
+/// `(kind, lockId, payload)`: `'lost'` with the error as JSON, or `'error'` with
+/// `{ node, answer, detail }` as JSON; it never keeps Node running.
+fn hook(callback: Callback, renew_events: Arc<AtomicBool>) -> EventHook {
     let callback = Arc::new(callback);
     Arc::new(move |event: Event<'_>| {
         let args = match event {
@@ -52,7 +46,7 @@ fn hook(callback: EventCallback, renew_events: Arc<AtomicBool>) -> EventHook {
                 .to_string(),
             ),
         };
-        callback.call(args.into(), ThreadsafeFunctionCallMode::NonBlocking);
+        callback.call(args.0, args.1, args.2);
     })
 }
 
@@ -61,13 +55,17 @@ impl NativeClient {
     /// Checks the options and parses the node URLs; connects lazily.
     #[napi(constructor)]
     pub fn new(
+        env: &Env,
         options: Option<LockClientOptions>,
         #[napi(ts_arg_type = "(kind: string, lockId: number, payload: string) => void")]
-        on_event: Option<EventCallback>,
+        on_event: Option<EventFn<'_>>,
     ) -> Result<Self> {
         let cfg = options.unwrap_or_default().to_core().map_err(to_napi)?;
         let renew_events = Arc::new(AtomicBool::new(false));
-        let hook = on_event.map(|cb| hook(cb, renew_events.clone()));
+        let hook = match on_event {
+            Some(f) => Some(hook(Callback::new(env, f.raw())?, renew_events.clone())),
+            None => None,
+        };
         let core = core::Client::new(cfg, hook).map_err(to_napi)?;
         Ok(NativeClient { core, renew_events })
     }
@@ -86,7 +84,7 @@ impl NativeClient {
         let request = self.core.prepare(keys, &opts).map_err(to_napi)?;
         let cancel = cancel.map(|c| c.token.clone()).unwrap_or_default();
         let client = self.core.clone();
-        env.spawn_future(async move {
+        settle_later(env, async move {
             let lock = client
                 .acquire_prepared(request, cancel)
                 .await
@@ -113,7 +111,7 @@ impl NativeClient {
             .prepare_adopt(keys, &token, &opts)
             .map_err(to_napi)?;
         let client = self.core.clone();
-        env.spawn_future(async move {
+        settle_later(env, async move {
             let lock = client
                 .adopt_prepared(request, token)
                 .await
@@ -148,6 +146,17 @@ impl NativeClient {
         env.spawn_future(async move {
             let n = client.force_release(&key).await.map_err(to_napi)?;
             Ok(u32::try_from(n).unwrap_or(u32::MAX))
+        })
+    }
+
+    /// Resolves once the nodes that operations did not wait for (a quorum had
+    /// decided) have answered or timed out, and background cleanups ended.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn settled<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
+        let client = self.core.clone();
+        env.spawn_future(async move {
+            client.settled().await;
+            Ok(())
         })
     }
 

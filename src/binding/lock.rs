@@ -2,6 +2,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use crate::binding::errors::to_napi;
+use crate::binding::settle::settle_later;
 use crate::core::config::lease_millis;
 use crate::core::lock::Status;
 use crate::core::Lock;
@@ -103,7 +104,7 @@ impl NativeLock {
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn release<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, bool>> {
         let lock = self.lock.clone();
-        env.spawn_future(async move { lock.release().await.map_err(to_napi) })
+        settle_later(env, async move { lock.release().await.map_err(to_napi) })
     }
 
     /// Extends the lease to `ttl` ms from now with the same token; later renewals
@@ -112,6 +113,6 @@ impl NativeLock {
     pub fn extend<'env>(&self, env: &'env Env, ttl: f64) -> Result<PromiseRaw<'env, ()>> {
         let ttl = lease_millis("ttl", ttl, 1).map_err(to_napi)?;
         let lock = self.lock.clone();
-        env.spawn_future(async move { lock.extend(ttl).await.map_err(to_napi) })
+        settle_later(env, async move { lock.extend(ttl).await.map_err(to_napi) })
     }
 }

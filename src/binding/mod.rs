@@ -7,6 +7,7 @@ mod errors;
 mod lock;
 mod options;
 mod semaphore;
+mod settle;
 
 pub use cancel::CancelHandle;
 pub use client::NativeClient;

@@ -9,6 +9,7 @@ use crate::binding::client::NativeClient;
 use crate::binding::errors::to_napi;
 use crate::binding::lock::NativeLock;
 use crate::binding::options::AcquireOptions;
+use crate::binding::settle::settle_later;
 use crate::core::config::whole_number;
 
 /// Permits held in a semaphore, as a quorum of nodes counts them.
@@ -49,7 +50,7 @@ impl NativeClient {
             .map_err(to_napi)?;
         let cancel = cancel.map(|c| c.token.clone()).unwrap_or_default();
         let client = self.core.clone();
-        env.spawn_future(async move {
+        settle_later(env, async move {
             let lock = client
                 .acquire_prepared(request, cancel)
                 .await
@@ -74,7 +75,7 @@ impl NativeClient {
         let request = self.core.prepare_rw(key, write, &opts).map_err(to_napi)?;
         let cancel = cancel.map(|c| c.token.clone()).unwrap_or_default();
         let client = self.core.clone();
-        env.spawn_future(async move {
+        settle_later(env, async move {
             let lock = client
                 .acquire_prepared(request, cancel)
                 .await
@@ -98,7 +99,7 @@ impl NativeClient {
         let request = self.core.prepare_fair(key, &opts).map_err(to_napi)?;
         let cancel = cancel.map(|c| c.token.clone()).unwrap_or_default();
         let client = self.core.clone();
-        env.spawn_future(async move {
+        settle_later(env, async move {
             let lock = client
                 .acquire_prepared(request, cancel)
                 .await
@@ -115,7 +116,7 @@ impl NativeClient {
         key: String,
     ) -> Result<PromiseRaw<'env, SemaphoreCount>> {
         let client = self.core.clone();
-        env.spawn_future(async move {
+        settle_later(env, async move {
             let c = client.count_permits(&key).await.map_err(to_napi)?;
             Ok(SemaphoreCount {
                 permits: c.permits,

@@ -309,6 +309,13 @@ impl Client {
         Ok(answers.iter().filter(|a| **a == NodeAnswer::Ok).count())
     }
 
+    /// Completes once the nodes a Redlock operation did not wait for (its
+    /// outcome was decided by a quorum) have answered or timed out, and every
+    /// other background cleanup (undone attempts, releases of lost locks) ended.
+    pub async fn settled(&self) {
+        self.inner.settled().await
+    }
+
     /// Stops every watchdog, releases every held lock, waits for the cleanup
     /// releases still running in the background, then closes connections.
     /// Later calls fail with `ERR_LOCK_CLOSED`.

@@ -71,6 +71,10 @@ pub enum NodeAnswer {
     Unreachable(Fault),
     /// The node answered with an error reply.
     ErrorReply(Fault),
+    /// The outcome was decided before this node answered (a Redlock operation
+    /// resolves at quorum); its reply is awaited in the background, and a
+    /// fault in it is reported through the client's `'error'` event.
+    Pending,
 }
 
 /// Why a node failed: the text shown (never with credentials), and the Redis
@@ -127,6 +131,7 @@ impl NodeAnswer {
             NodeAnswer::Timeout => "timeout",
             NodeAnswer::Unreachable(_) => "unreachable",
             NodeAnswer::ErrorReply(_) => "error",
+            NodeAnswer::Pending => "pending",
         }
     }
 
@@ -157,6 +162,7 @@ impl fmt::Display for NodeAnswer {
             NodeAnswer::Timeout => f.write_str("timed out"),
             NodeAnswer::Unreachable(m) => write!(f, "unreachable: {m}"),
             NodeAnswer::ErrorReply(m) => write!(f, "error reply: {m}"),
+            NodeAnswer::Pending => f.write_str("not answered yet when the outcome was decided"),
         }
     }
 }

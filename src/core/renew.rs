@@ -264,11 +264,7 @@ impl Inner {
                 state.set_replicas(replicas);
                 vec![answer]
             }
-            _ => join_all(self.nodes.iter().map(|n| n.extend_batch(&renewal, timeout)))
-                .await
-                .into_iter()
-                .map(|mut a| a.remove(0))
-                .collect(),
+            _ => self.extend_until_decided(&renewal[0], timeout).await,
         };
         self.report_faults(&answers);
         self.settle(state, &answers, started, ttl, Lease::Extension)?;

@@ -180,14 +180,10 @@ impl Inner {
     }
 
     /// Sends a token-checked release everywhere; the lock has already ended locally.
-    pub async fn release_state(&self, state: &LockState) -> Result<bool> {
-        let timeout = self.cfg.command_timeout;
-        let answers = join_all(
-            self.nodes
-                .iter()
-                .map(|n| n.release(&state.keys, &state.token, timeout)),
-        )
-        .await;
+    /// Resolves once a quorum deleted our keys: on a minority of nodes the
+    /// release may still be on its way (a background task `close()` awaits).
+    pub async fn release_state(self: &Arc<Self>, state: &LockState) -> Result<bool> {
+        let answers = self.release_until_decided(state).await;
         self.report_faults(&answers);
         match quorum::released(&Tally::of(&answers)) {
             Released::Released => Ok(true),

@@ -47,6 +47,8 @@ struct Queue {
     /// The token of the last release notice, so the copies of one release
     /// that each Redlock node publishes wake one waiter, not N.
     last_token: Option<String>,
+    /// Set once every node delivers this key's release notices to the client.
+    heard: Arc<AtomicBool>,
 }
 
 /// The waiting queues of one client, by stored key.
@@ -62,6 +64,9 @@ pub struct Joined {
     /// The queue for this key was just created: nobody in this client was
     /// subscribed to its release notices yet.
     pub first: bool,
+    /// True once every node delivers this key's release notices (set by the
+    /// first waiter's subscription): a release after that is heard.
+    pub heard: Arc<AtomicBool>,
 }
 
 impl Waiters {
@@ -74,12 +79,13 @@ impl Waiters {
         });
         let mut queues = sync::lock(&self.queues);
         let first = !queues.contains_key(key);
-        queues
-            .entry(key.to_string())
-            .or_default()
-            .places
-            .push_back(place.clone());
-        Joined { place, first }
+        let queue = queues.entry(key.to_string()).or_default();
+        queue.places.push_back(place.clone());
+        Joined {
+            place,
+            first,
+            heard: queue.heard.clone(),
+        }
     }
 
     /// Takes a waiter out of the queue. A notice it had not acted on goes to

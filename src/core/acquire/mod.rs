@@ -18,6 +18,7 @@ use crate::core::error::{ErrorCode, LockError, NodeAnswer, Result};
 use crate::core::keys;
 use crate::core::lock::Lock;
 use crate::core::lock_state::{LockState, NewLock};
+use crate::core::quorum::fanout::{Call, FanOut};
 use crate::core::quorum::{self, Acquired, Tally};
 use crate::core::shared::Inner;
 use crate::core::time::{later, ms_of};
@@ -98,6 +99,8 @@ impl Inner {
                 // earlier attempt that landed without a reply still counts as ours.
                 token = permits::token(permits);
             }
+            // A release after this attempt reads the key will wake us.
+            let heard = queued.as_ref().is_some_and(Queued::heard);
             let attempt = tokio::select! {
                 attempt = self.attempt_for(permits, &script_keys, keys.len(), &token, &spec) => attempt,
                 _ = cancel.cancelled() => {
@@ -228,8 +231,15 @@ impl Inner {
             let jitter = Duration::from_millis(rand::rng().random_range(0..=jitter_ms));
             let mut pause = spec.retry_delay + jitter;
             if let Some(ms) = t.longest_pttl {
-                // The holder's lease ends sooner than our pause: try right after it.
-                pause = pause.min(Duration::from_millis(ms.saturating_add(1)));
+                let lease_end = Duration::from_millis(ms.saturating_add(1));
+                pause = if heard {
+                    // Its release wakes us: no polling, only a bound for a holder
+                    // that vanished (or a notice lost to a cut) at its lease's end.
+                    lease_end + jitter
+                } else {
+                    // The holder's lease ends sooner than our pause: try right after it.
+                    pause.min(lease_end)
+                };
             }
             let mut pause = pause.min(wait_until - now);
             last_failure = Some(failure);
@@ -269,7 +279,7 @@ impl Inner {
     /// One parallel attempt on every node. `script_keys` holds the `locked`
     /// lock keys followed by their fence counters.
     async fn attempt(
-        &self,
+        self: &Arc<Self>,
         script_keys: &[String],
         locked: usize,
         token: &str,
@@ -304,24 +314,48 @@ impl Inner {
         }))
         .await;
         let sent = cons.iter().map(Result::is_ok).collect();
+        let script_keys: Arc<[String]> = script_keys.into();
+        let token: Arc<str> = token.into();
         let started = Instant::now();
-        let replies = join_all(self.nodes.iter().zip(cons).map(|(node, con)| async move {
-            match con {
-                Ok(mut con) => {
-                    node.acquire(&mut con, script_keys, locked, token, ttl_ms, timeout)
-                        .await
-                }
-                Err(answer) => (answer, 0),
-            }
-        }))
+        let calls: Vec<Call<i64>> = cons
+            .into_iter()
+            .enumerate()
+            .map(|(i, con)| -> Call<i64> {
+                let (inner, keys, token) = (self.clone(), script_keys.clone(), token.clone());
+                Box::pin(async move {
+                    match con {
+                        Ok(mut con) => {
+                            inner.nodes[i]
+                                .acquire(&mut con, &keys, locked, &token, ttl_ms, timeout)
+                                .await
+                        }
+                        Err(answer) => (answer, 0),
+                    }
+                })
+            })
+            .collect();
+        let mut fan = FanOut::new(calls);
+        // Redlock resolves once a quorum took the lock in time; the other nodes
+        // finish in the background (a late grant there is ours to renew and
+        // release). Fencing needs the highest value over every granting node,
+        // and a failed attempt names every node's answer: both wait for all.
+        let drift = self.cfg.drift_for(spec.ttl);
+        fan.until(|t| {
+            !self.cfg.fencing
+                && t.agreed()
+                && quorum::validity(spec.ttl, broken::validity_start(started).elapsed(), drift)
+                    >= spec.min_validity
+        })
         .await;
-        Attempt {
-            fence: replies.iter().map(|(_, f)| *f).max().unwrap_or(0),
-            answers: replies.into_iter().map(|(a, _)| a).collect(),
+        let attempt = Attempt {
+            fence: fan.extras().copied().max().unwrap_or(0),
+            answers: fan.answers(),
             started,
             replicas: None,
             sent,
-        }
+        };
+        fan.finish_in_background(self);
+        attempt
     }
 
     /// Token-checked release of an attempt on `nodes` (see [`Attempt::to_undo`]).

@@ -3,6 +3,7 @@
 //! and the token carries the permits it holds (`<permits>:<uuid>`), so the
 //! shared renewal and release scripts need nothing else to know about it.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures_util::future::join_all;
@@ -87,7 +88,7 @@ impl Permits {
 impl Inner {
     /// One attempt on every node: a lock's, or a semaphore's when `permits` is set.
     pub(super) async fn attempt_for(
-        &self,
+        self: &Arc<Self>,
         permits: Option<Permits>,
         script_keys: &[String],
         locked: usize,

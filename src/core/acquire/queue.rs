@@ -2,6 +2,7 @@
 //! the key's release notices on every node; leaving the line (on drop) ends
 //! the subscription once nobody else waits.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,7 +22,9 @@ impl Inner {
             inner: self.clone(),
             key: key.to_string(),
             place: joined.place,
+            heard: joined.heard.clone(),
         };
+        let heard = joined.heard;
         if joined.first {
             // The subscription runs on its own, so a node slow to answer delays
             // this waiter no longer than it would have slept anyway; a node that
@@ -36,13 +39,18 @@ impl Inner {
                         w.on_message(channel, message);
                     }
                 });
-                join_all(
+                let live = join_all(
                     inner
                         .nodes
                         .iter()
                         .map(|n| n.subscribe(&channel, &sink, limit)),
                 )
-                .await
+                .await;
+                // Waiters may now sleep until the holder's lease ends: its
+                // release, on any node, wakes them first.
+                if live.iter().all(|&l| l) {
+                    heard.store(true, Ordering::Release);
+                }
             });
             let _ = tokio::time::timeout(timeout, subscribing).await;
         }
@@ -68,6 +76,14 @@ pub(super) struct Queued {
     inner: Arc<Inner>,
     key: String,
     pub(super) place: Arc<Place>,
+    heard: Arc<AtomicBool>,
+}
+
+impl Queued {
+    /// Every node delivers this key's release notices: a release is heard.
+    pub(super) fn heard(&self) -> bool {
+        self.heard.load(Ordering::Acquire)
+    }
 }
 
 impl Drop for Queued {

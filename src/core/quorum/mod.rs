@@ -57,7 +57,9 @@ impl Tally {
         needed(self.nodes)
     }
 
-    fn agreed(&self) -> bool {
+    /// A quorum said yes: with the answers of a Redlock operation coming in,
+    /// its success is decided here, whatever the other nodes answer.
+    pub fn agreed(&self) -> bool {
         self.ok >= self.needed()
     }
 
@@ -188,6 +190,8 @@ fn node_error(report: &NodeReport) -> LockError {
         None => err,
     }
 }
+
+pub(crate) mod fanout;
 
 #[cfg(test)]
 mod tests;
