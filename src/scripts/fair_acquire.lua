@@ -5,8 +5,8 @@
 -- ARGV[3] ms; a place whose lease ended (a crashed or departed waiter) is
 -- dropped, so the line never wedges. Both sets expire once nobody waits.
 -- A key already holding this token counts as ours (a retried attempt whose
--- reply was lost). Returns {1, 0} when taken, {0, pttl, 1} while another owner
--- holds the key, {0, -1, 1} while an earlier waiter is first in line.
+-- reply was lost). Returns {1, 0} when taken, or {0, -1, 1} while another
+-- owner holds the key or an earlier waiter is first in line.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lease = tonumber(ARGV[3])
@@ -35,7 +35,9 @@ redis.call('ZADD', KEYS[3], now + lease, ARGV[1])
 redis.call('PEXPIRE', KEYS[2], lease * 2)
 redis.call('PEXPIRE', KEYS[3], lease * 2)
 if holder then
-  return {0, redis.call('PTTL', KEYS[1]), 1}
+  -- No remaining TTL in the answer: a waiter that heard of it would pause
+  -- until the holder's lease ends, and its place must be renewed sooner.
+  return {0, -1, 1}
 end
 local head = redis.call('ZRANGE', KEYS[2], 0, 0)
 if head[1] ~= ARGV[1] then
