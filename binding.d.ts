@@ -19,7 +19,7 @@ export declare class CancelHandle {
 /** The native lock client; `lib/client.js` wraps it in `LockClient`. */
 export declare class NativeClient {
   /** Checks the options and parses the node URLs; connects lazily. */
-  constructor(options?: LockClientOptions | undefined | null, onEvent?: (kind: string, lockId: number, payload: string) => void)
+  constructor(options?: LockClientOptions | undefined | null, onEvent?: (kind: string, lockId: number, detail: LockErrorInfo | NodeReport | null) => void)
   /**
    * Takes the lock on `keys` as one lock, waiting as the options allow.
    * Arguments are checked synchronously (the call throws before any I/O).
@@ -115,8 +115,8 @@ export declare class NativeLock {
   get replicas(): number | null
   /** How many attempts the acquisition took. */
   get attempts(): number
-  /** Why the lock was lost (a JSON error payload), or null. */
-  get loss(): string | null
+  /** Why the lock was lost, or null. */
+  get loss(): LockErrorInfo | null
   /**
    * Releases the lock (token-checked, on every node) after stopping its
    * watchdog. Resolves true if it was ours and is now gone, false if it had
@@ -176,6 +176,12 @@ export interface AcquireOptions {
   /** Longest wait for those acknowledgements, in ms (shorter than ttl). The default value is 100. */
   waitReplicasTimeout?: number
 }
+
+/** The default lease length, in ms. */
+export declare const DEFAULT_TTL_MS: number
+
+/** The Redis URL a client uses when given no `url`, `nodes` or `cluster` and `REDIS_URL` is unset or empty. */
+export declare const DEFAULT_URL: string
 
 /** How a `LockClient` reaches Redis, and the defaults for its locks. */
 export interface LockClientOptions {
@@ -264,6 +270,21 @@ export interface LockClientOptions {
   waitReplicasTimeout?: number
 }
 
+/** A lock failure as the JS layer turns it into a `LockError`. */
+export interface LockErrorInfo {
+  /** The stable code, e.g. `ERR_LOCK_LOST`. */
+  code: string
+  message: string
+  /** The lock key (without the client's `keyPrefix`), when there is one. */
+  key?: string
+  /** Acquisition attempts made before the failure. */
+  attempts: number
+  /** How long the current owner still holds the lock, in ms, when known. */
+  remainingMs?: number
+  /** What each node answered. */
+  nodes: Array<NodeReport>
+}
+
 /** What `inspect(key)` found, without changing anything. */
 export interface LockInspection {
   /** True when a quorum of nodes holds the key with one value. */
@@ -296,6 +317,23 @@ export interface LockStats {
   woken: number
 }
 
+/** Longest lock key (and key prefix), in bytes of UTF-8. */
+export declare const MAX_KEY_BYTES: number
+
+/** Longest wait, delay or timeout accepted, in ms (what a 32-bit signed timer can hold). */
+export declare const MAX_MS: number
+
+/**
+ * One node's answer: `answer` is `ok`, `held`, `not-held`, `timeout`,
+ * `unreachable` or `error`; `detail` says it in words (never with credentials).
+ */
+export interface NodeReport {
+  /** `host:port` (or the socket path) of the node. */
+  node: string
+  answer: string
+  detail: string
+}
+
 /** Permits held in a semaphore, as a quorum of nodes counts them. */
 export interface SemaphoreCount {
   /** Permits held by holders whose lease has not ended. */
@@ -313,3 +351,6 @@ export interface TlsOptions {
   /** Client private key (with `cert`). Never logged. */
   key?: string
 }
+
+/** The environment variable that replaces `DEFAULT_URL` when set and not empty. */
+export declare const URL_ENV: string

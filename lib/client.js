@@ -2,9 +2,9 @@
 
 const { EventEmitter } = require('node:events')
 const diagnostics = require('node:diagnostics_channel')
-const { NativeClient, CancelHandle } = require('../binding.js')
+const { NativeClient, CancelHandle, MAX_MS } = require('../binding.js')
 const { LockError, fromNative, invalidType, invalidValue, outOfRange } = require('./errors')
-const { keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, ACQUIRE_LOCK, ADOPT, CLIENT } = require('./validate')
+const { keyList, assertFunction, pick, tlsOption, ACQUIRE_JS, ACQUIRE_LOCK, ADOPT, CLIENT_JS } = require('./validate')
 
 const CLOSE = { graceful: 'number' }
 
@@ -25,8 +25,8 @@ function rethrowLater(err) {
 }
 
 function nativeLoss(native) {
-  const json = native.loss
-  return json ? fromNative(new Error(`lockdog:${json}`)) : null
+  const info = native.loss
+  return info ? new LockError(info.code, info.message, info) : null
 }
 
 const kReport = Symbol('lockdog.reportLoss')
@@ -279,7 +279,7 @@ class LockClient extends EventEmitter {
 
   constructor(options) {
     super()
-    const opts = pick(options, CLIENT)
+    const opts = pick(options, CLIENT_JS)
     if (opts.tls !== undefined) opts.tls = tlsOption(opts.tls)
     this.#fair = opts.fair === true
     delete opts.fair
@@ -300,19 +300,18 @@ class LockClient extends EventEmitter {
     }
   }
 
-  #onEvent(kind, id, payload) {
+  #onEvent(kind, id, detail) {
     try {
       if (kind === 'lost') {
-        const err = fromNative(new Error(`lockdog:${payload}`))
+        const err = new LockError(detail.code, detail.message, detail)
         const ref = this.#live.get(id)
         this.#live.delete(id)
         this.#reportLoss(err, ref && ref.deref())
       } else if (kind === 'renewed') {
         if (channels.renew.hasSubscribers) channels.renew.publish({ client: this, count: id })
       } else if (kind === 'error' && this.listenerCount('error') > 0) {
-        const p = JSON.parse(payload)
-        const code = p.answer === 'error' ? 'ERR_LOCK_REDIS' : 'ERR_LOCK_CONNECTION'
-        this.emit('error', new LockError(code, `Redis at ${p.node}: ${p.detail}`, { nodes: [p] }))
+        const code = detail.answer === 'error' ? 'ERR_LOCK_REDIS' : 'ERR_LOCK_CONNECTION'
+        this.emit('error', new LockError(code, `Redis at ${detail.node}: ${detail.detail}`, { nodes: [detail] }))
       }
     } catch (e) {
       rethrowLater(e)
@@ -607,8 +606,8 @@ class LockClient extends EventEmitter {
    */
   close(options) {
     const { graceful } = pick(options, CLOSE)
-    if (graceful !== undefined && !(graceful >= 0 && graceful <= 2147483647)) {
-      throw outOfRange('options.graceful', '>= 0 and <= 2147483647', graceful)
+    if (graceful !== undefined && !(graceful >= 0 && graceful <= MAX_MS)) {
+      throw outOfRange('options.graceful', `>= 0 and <= ${MAX_MS}`, graceful)
     }
     if (!this.#closing) this.#closing = this.#close(graceful ?? 0)
     return this.#closing
@@ -657,4 +656,4 @@ function aborted(keys, signal) {
   })
 }
 
-module.exports = { LockClient, Lock, ACQUIRE, kAcquireWith, kWithLock, kNative }
+module.exports = { LockClient, Lock, kAcquireWith, kWithLock, kNative }

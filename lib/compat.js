@@ -167,4 +167,4 @@ function withLock(...args) {
   return clientFor(redis).withLock(key, fn, { ttl, retryCount: 0 })
 }
 
-module.exports = { DistributedLock, withLock, clientFor, connectionOf, getDefaultClient }
+module.exports = { DistributedLock, withLock, connectionOf }

@@ -60,4 +60,4 @@ function fromNative(err) {
   return new LockError(p.code, p.message, p)
 }
 
-module.exports = { LockError, fromNative, invalidType, invalidValue, outOfRange, MARKER }
+module.exports = { LockError, fromNative, invalidType, invalidValue, outOfRange }

@@ -1,9 +1,8 @@
 'use strict'
 
 const { invalidType, invalidValue, outOfRange } = require('./errors')
-
-/** Longest key in bytes, as the native layer enforces it (checked here too, so every method throws it synchronously). */
-const MAX_KEY_BYTES = 64 * 1024
+// Longest key in bytes, as the native layer enforces it (checked here too, so every method throws it synchronously).
+const { MAX_KEY_BYTES } = require('../binding.js')
 
 /**
  * Checks a lock key (a string or an array of strings) and returns it as a plain
@@ -106,8 +105,10 @@ const CLIENT = {
   driftFactor: 'number',
   fencing: 'boolean',
   tls: 'object',
-  fair: 'boolean',
 }
+
+/** What the LockClient constructor accepts: `CLIENT` and the JS-side `fair`. */
+const CLIENT_JS = { ...CLIENT, fair: 'boolean' }
 
 /** What a lock's acquire accepts: `ACQUIRE_JS` and `fair`. */
 const ACQUIRE_LOCK = { ...ACQUIRE_JS, fair: 'boolean' }
@@ -143,4 +144,4 @@ function tlsOption(tls) {
   return out
 }
 
-module.exports = { MAX_KEY_BYTES, keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, ACQUIRE_LOCK, ADOPT, CLIENT }
+module.exports = { keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, ACQUIRE_LOCK, ADOPT, CLIENT, CLIENT_JS, TLS_FIELDS }

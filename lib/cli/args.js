@@ -5,8 +5,8 @@
 
 const { parseArgs } = require('node:util')
 const { usage } = require('./common')
+const { MAX_MS, DEFAULT_URL, URL_ENV } = require('../../binding.js')
 
-const MAX_MS = 2147483647
 /** The shortest lease exec accepts: below it renewals and network latency leave no usable validity. */
 const MIN_TTL_MS = 500
 const UNITS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }
@@ -54,8 +54,8 @@ const COMMANDS = Object.keys(OPTIONS)
 const DURATIONS = 'Durations are seconds (fractions allowed: 0.5), or a number with a unit:\n500ms, 30s, 5m, 1h.'
 
 const CONNECTION_HELP = `Connection:
-      --url URL             Redis URL (default: $REDIS_URL,
-                            else redis://127.0.0.1:6379)
+      --url URL             Redis URL (default: $${URL_ENV},
+                            else ${DEFAULT_URL})
       --nodes URL,URL,URL   independent Redis masters: Redlock, quorum
                             N/2+1 (default: $LOCKDOG_NODES)
       --prefix PREFIX       prepended to every key in Redis
@@ -82,8 +82,8 @@ Commands:
   -h, --help      this help ('lockdog COMMAND --help': that command's)
   -V, --version   lockdog's version
 
-Every command connects with --url URL (default: $REDIS_URL, else
-redis://127.0.0.1:6379) or --nodes URL,URL,URL for Redlock (default:
+Every command connects with --url URL (default: $${URL_ENV}, else
+${DEFAULT_URL}) or --nodes URL,URL,URL for Redlock (default:
 $LOCKDOG_NODES); see 'lockdog exec --help' for TLS and timeouts.
 
 ${DURATIONS}
@@ -308,4 +308,4 @@ function parse(argv) {
   return { sub, opts, operands, command, dashdash }
 }
 
-module.exports = { parse, duration, HELP, MAX_MS, MIN_TTL_MS, OPTIONS }
+module.exports = { parse, HELP }

@@ -64,6 +64,7 @@ function nodeList(raw, source) {
 /** A LockClient from the connection options (--url, --nodes, $REDIS_URL, $LOCKDOG_NODES, TLS files). */
 function makeClient(opts, extra = {}) {
   const { LockClient } = require(ROOT)
+  const { URL_ENV } = require(path.join(ROOT, 'binding.js'))
   const o = { ...extra }
   let source
   if (opts.url !== undefined && opts.nodes !== undefined) throw usage('give --url or --nodes, not both')
@@ -76,11 +77,8 @@ function makeClient(opts, extra = {}) {
   } else if (process.env.LOCKDOG_NODES) {
     o.nodes = nodeList(process.env.LOCKDOG_NODES, 'LOCKDOG_NODES')
     source = 'LOCKDOG_NODES'
-  } else if (process.env.REDIS_URL) {
-    o.url = process.env.REDIS_URL
-    source = 'REDIS_URL'
-  } else {
-    o.url = 'redis://127.0.0.1:6379' // also when REDIS_URL is set but empty
+  } else if (process.env[URL_ENV]) {
+    source = URL_ENV // the client falls back to it (else to its default URL) by itself
   }
   if (opts.prefix !== undefined) o.keyPrefix = opts.prefix
   if (opts['connect-timeout'] !== undefined) o.connectTimeout = opts['connect-timeout']

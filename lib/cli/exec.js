@@ -7,7 +7,7 @@ const fs = require('node:fs')
 const { spawn } = require('node:child_process')
 const { signals: SIGNALS } = require('node:os').constants
 const { EXIT, usage, say, exit, usageExit, quote, failure, makeClient, closeQuietly } = require('./common')
-const { MAX_MS } = require('./args')
+const { MAX_MS, DEFAULT_TTL_MS } = require('../../binding.js')
 
 /** Signals lockdog forwards to the command (and that interrupt waiting for the lock). */
 const FORWARDED = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2']
@@ -194,7 +194,7 @@ async function exec(opts, command) {
       return exit(128 + SIGNALS[interrupted])
     }
     if (tooLate(e)) {
-      return gaveUp(`lock ${label}: the lease is too short to use (--ttl ${base.ttl ?? 30000} ms): ${e.message}; raise --ttl`, EXIT.CONFIG)
+      return gaveUp(`lock ${label}: the lease is too short to use (--ttl ${base.ttl ?? DEFAULT_TTL_MS} ms): ${e.message}; raise --ttl`, EXIT.CONFIG)
     }
     if (e && (e.code === 'ERR_LOCK_TAKEN' || e.code === 'ERR_LOCK_TIMEOUT')) {
       const left = e.remainingMs != null ? ` (${e.remainingMs} ms left on its lease)` : ''
@@ -342,4 +342,4 @@ async function exec(opts, command) {
   return exit(code)
 }
 
-module.exports = { exec, FORWARDED }
+module.exports = { exec }

@@ -6,13 +6,17 @@ use napi_derive::napi;
 
 use crate::binding::cancel::CancelHandle;
 use crate::binding::errors::to_napi;
+use crate::binding::events::{LockErrorInfo, NodeReport};
 use crate::binding::lock::NativeLock;
 use crate::binding::options::{AcquireOptions, LockClientOptions, LockInspection, LockStats};
 use crate::binding::settle::{settle_later, Callback};
 use crate::core::{self as core, Event, EventHook};
 
+/// `(kind, lockId, detail)`: `'lost'` with the error, `'error'` with the
+/// node's report, `'renewed'` with the count as `lockId` and no detail.
+type EventArgs = FnArgs<(String, f64, Option<Either<LockErrorInfo, NodeReport>>)>;
 /// The event callback as JS passes it (typed by `ts_arg_type` at its use).
-type EventFn<'a> = Function<'a, FnArgs<(String, f64, String)>, ()>;
+type EventFn<'a> = Function<'a, EventArgs, ()>;
 
 /// The native lock client; `lib/client.js` wraps it in `LockClient`.
 #[napi]
@@ -21,29 +25,27 @@ pub struct NativeClient {
     renew_events: Arc<AtomicBool>,
 }
 
-/// `(kind, lockId, payload)`: `'lost'` with the error as JSON, or `'error'` with
-/// `{ node, answer, detail }` as JSON; it never keeps Node running.
+/// Delivers the core's events to JS; it never keeps Node running.
 fn hook(callback: Callback, renew_events: Arc<AtomicBool>) -> EventHook {
     let callback = Arc::new(callback);
     Arc::new(move |event: Event<'_>| {
         let args = match event {
-            Event::Lost { id, error } => ("lost".to_string(), id as f64, error.to_json()),
+            Event::Lost { id, error } => (
+                "lost".to_string(),
+                id as f64,
+                Some(Either::A(LockErrorInfo::from(error))),
+            ),
             Event::Renewed { count } => {
                 // Only when someone traces renewals: each call costs the JS thread.
                 if !renew_events.load(Ordering::Relaxed) {
                     return;
                 }
-                ("renewed".to_string(), count as f64, String::new())
+                ("renewed".to_string(), count as f64, None)
             }
             Event::NodeError { node, answer } => (
                 "error".to_string(),
                 0.0,
-                serde_json::json!({
-                    "node": node,
-                    "answer": answer.kind(),
-                    "detail": answer.to_string(),
-                })
-                .to_string(),
+                Some(Either::B(NodeReport::new(node, answer))),
             ),
         };
         callback.call(args.0, args.1, args.2);
@@ -57,7 +59,9 @@ impl NativeClient {
     pub fn new(
         env: &Env,
         options: Option<LockClientOptions>,
-        #[napi(ts_arg_type = "(kind: string, lockId: number, payload: string) => void")]
+        #[napi(
+            ts_arg_type = "(kind: string, lockId: number, detail: LockErrorInfo | NodeReport | null) => void"
+        )]
         on_event: Option<EventFn<'_>>,
     ) -> Result<Self> {
         let cfg = options.unwrap_or_default().to_core().map_err(to_napi)?;

@@ -2,6 +2,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use crate::binding::errors::to_napi;
+use crate::binding::events::LockErrorInfo;
 use crate::binding::settle::settle_later;
 use crate::core::config::lease_millis;
 use crate::core::lock::Status;
@@ -92,10 +93,10 @@ impl NativeLock {
         self.lock.attempts()
     }
 
-    /// Why the lock was lost (a JSON error payload), or null.
+    /// Why the lock was lost, or null.
     #[napi(getter)]
-    pub fn loss(&self) -> Option<String> {
-        self.lock.loss().map(|e| e.to_json())
+    pub fn loss(&self) -> Option<LockErrorInfo> {
+        self.lock.loss().as_ref().map(LockErrorInfo::from)
     }
 
     /// Releases the lock (token-checked, on every node) after stopping its

@@ -3,7 +3,9 @@
 
 mod cancel;
 mod client;
+mod constants;
 mod errors;
+mod events;
 mod lock;
 mod options;
 mod semaphore;
@@ -11,6 +13,7 @@ mod settle;
 
 pub use cancel::CancelHandle;
 pub use client::NativeClient;
+pub use events::{LockErrorInfo, NodeReport};
 pub use lock::NativeLock;
 pub use options::{AcquireOptions, LockClientOptions, LockInspection, LockStats, TlsOptions};
 pub use semaphore::SemaphoreCount;

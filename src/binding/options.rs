@@ -247,7 +247,10 @@ impl LockClientOptions {
             cfg.nodes = nodes.clone();
         } else if let Some(url) = &self.url {
             cfg.nodes = vec![url.clone()];
-        } else if let Some(url) = std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty()) {
+        } else if let Some(url) = std::env::var(config::URL_ENV)
+            .ok()
+            .filter(|u| !u.is_empty())
+        {
             cfg.nodes = vec![url];
         }
         if let Some(prefix) = &self.key_prefix {
@@ -286,7 +289,7 @@ impl LockClientOptions {
         if cfg.key_prefix.len() > crate::core::keys::MAX_KEY_BYTES {
             return Err(LockError::out_of_range(
                 "keyPrefix",
-                "at most 65536 bytes long",
+                &format!("at most {} bytes long", crate::core::keys::MAX_KEY_BYTES),
                 cfg.key_prefix.len(),
             ));
         }

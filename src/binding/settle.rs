@@ -238,7 +238,7 @@ impl Callback {
 
     /// Queues a call; an exception it throws is an uncaught exception, as
     /// from any callback.
-    pub fn call(&self, kind: String, id: f64, payload: String) {
+    pub fn call<T: ToNapiValue + Send + 'static>(&self, kind: String, id: f64, payload: T) {
         let func = Raw(self.func.get());
         self.queue.push(Item {
             op: false,
@@ -257,12 +257,7 @@ impl Callback {
                         &mut args[0],
                     ) == sys::Status::napi_ok
                     && sys::napi_create_double(env, id, &mut args[1]) == sys::Status::napi_ok
-                    && sys::napi_create_string_utf8(
-                        env,
-                        payload.as_ptr().cast(),
-                        payload.len() as isize,
-                        &mut args[2],
-                    ) == sys::Status::napi_ok;
+                    && T::to_napi_value(env, payload).map(|v| args[2] = v).is_ok();
                 if !ok {
                     return;
                 }

@@ -13,7 +13,10 @@ pub const MAX_MS: u64 = 2_147_483_647;
 /// armed for a lease's full length, so the timer limit does not apply.
 pub const MAX_LEASE_MS: u64 = (1 << 53) - 1;
 
+/// The node a client without `url`, `nodes` or `cluster` uses when [`URL_ENV`] is unset or empty.
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
+/// The environment variable whose (non-empty) value replaces [`DEFAULT_URL`].
+pub const URL_ENV: &str = "REDIS_URL";
 pub const DEFAULT_TTL: Duration = Duration::from_millis(30_000);
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(2_000);
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_millis(1_000);

@@ -244,51 +244,6 @@ impl LockError {
         self.nodes = nodes;
         self
     }
-
-    /// A JSON form of the error (code, message and detail) for the JS layer.
-    pub fn to_json(&self) -> String {
-        let nodes: Vec<serde_json::Value> = self
-            .nodes
-            .iter()
-            .map(|n| {
-                serde_json::json!({
-                    "node": n.node,
-                    "answer": n.answer.kind(),
-                    "detail": n.answer.to_string(),
-                })
-            })
-            .collect();
-        serde_json::json!({
-            "code": self.code.as_str(),
-            "message": self.message,
-            "key": self.key,
-            "attempts": self.attempts,
-            "remainingMs": self.remaining_ms,
-            "nodes": nodes,
-        })
-        .to_string()
-    }
 }
 
 pub type Result<T, E = LockError> = std::result::Result<T, E>;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn json_carries_code_and_nodes() {
-        let err = LockError::new(ErrorCode::Quorum, "no quorum")
-            .with_key("k")
-            .with_attempts(2)
-            .with_nodes(vec![NodeReport {
-                node: "127.0.0.1:7001".into(),
-                answer: NodeAnswer::Timeout,
-            }]);
-        let v: serde_json::Value = serde_json::from_str(&err.to_json()).expect("valid json");
-        assert_eq!(v["code"], "ERR_LOCK_QUORUM");
-        assert_eq!(v["attempts"], 2);
-        assert_eq!(v["nodes"][0]["answer"], "timeout");
-        assert_eq!(v["key"], "k");
-    }
-}
