@@ -25,6 +25,13 @@ export declare class NativeClient {
    * Arguments are checked synchronously (the call throws before any I/O).
    */
   acquire(keys: Array<string>, options?: AcquireOptions | undefined | null, cancel?: CancelHandle | undefined | null): Promise<NativeLock>
+  /**
+   * Continues the lock on `keys` whose value is `token`: one token-checked
+   * extend to `ttl` on every node (never creating a key), then the watchdog
+   * renews it. Rejects with `ERR_LOCK_LOST` when the keys are gone or hold
+   * another token. Arguments are checked synchronously.
+   */
+  adopt(keys: Array<string>, token: string, options?: AcquireOptions | undefined | null): Promise<NativeLock>
   /** Reads a lock key on every node without changing it. */
   inspect(key: string): Promise<LockInspection>
   /**
@@ -47,6 +54,26 @@ export declare class NativeClient {
   get nodes(): Array<string>
   /** Counters since the client was created. */
   stats(): LockStats
+  /**
+   * Takes `permits` of the semaphore `key` that allows `limit` permits at
+   * once, waiting as the options allow; the holder's lease is renewed by the
+   * watchdog like a lock's. Arguments are checked synchronously.
+   */
+  acquirePermits(key: string, limit: number, permits: number, options?: AcquireOptions | undefined | null, cancel?: CancelHandle | undefined | null): Promise<NativeLock>
+  /**
+   * Takes the read-write lock `key` as a reader, or with `write` as its
+   * writer (alone: no reader beside it). A waiting writer holds new readers
+   * off. Renewed by the watchdog like a lock. Arguments are checked synchronously.
+   */
+  acquireRw(key: string, write: boolean, options?: AcquireOptions | undefined | null, cancel?: CancelHandle | undefined | null): Promise<NativeLock>
+  /**
+   * Takes the lock on `key` fairly: waiters across every process are served
+   * in arrival order through a line kept in Redis (leased places). One node
+   * or a cluster. Arguments are checked synchronously.
+   */
+  acquireFair(key: string, options?: AcquireOptions | undefined | null, cancel?: CancelHandle | undefined | null): Promise<NativeLock>
+  /** Counts the permits of the semaphore `key` held by unexpired holders. */
+  countPermits(key: string): Promise<SemaphoreCount>
 }
 
 /** A held lock as the native layer sees it; `lib/client.js` wraps it in `Lock`. */
@@ -305,6 +332,14 @@ export interface NodeReport {
   node: string
   answer: string
   detail: string
+}
+
+/** Permits held in a semaphore, as a quorum of nodes counts them. */
+export interface SemaphoreCount {
+  /** Permits held by holders whose lease has not ended. */
+  permits: number
+  /** How many holders hold them. */
+  holders: number
 }
 
 /** TLS material for `rediss://` URLs, as PEM text. */

@@ -8,6 +8,7 @@ import type {
   LockInspection,
   LockStats,
   NativeLock,
+  SemaphoreCount,
 } from './binding'
 
 export type { LockStats }
@@ -17,6 +18,12 @@ export type Pem = string | Buffer | ReadonlyArray<string | Buffer>
 
 /** How a `LockClient` reaches Redis, and the defaults for its locks. */
 export interface LockClientOptions extends Omit<NativeLockClientOptions, 'tls'> {
+  /**
+   * Take locks fairly unless an acquisition says otherwise: waiters in every
+   * process are served in arrival order through a line kept in Redis (one key
+   * per lock; one node or a cluster, not Redlock). The default value is `false`.
+   */
+  fair?: boolean
   /** Certificates for `rediss://` URLs: a CA to trust instead of the system's store, and a client certificate and key. */
   tls?: { ca?: Pem; cert?: Pem; key?: Pem }
 }
@@ -77,8 +84,77 @@ export declare class LockError extends Error {
 export interface AcquireOptions extends NativeAcquireOptions {
   /** Cancels the wait; the acquire then rejects with ERR_LOCK_ABORTED. */
   signal?: AbortSignal
+  /**
+   * Serve waiters of every process in arrival order through a line kept in
+   * Redis (locks on one key; one node or a cluster). The default value is the
+   * client's `fair`. Not an option of semaphores and read-write locks.
+   */
+  fair?: boolean
   /** Called once if the lock is lost while held (ERR_LOCK_LOST). */
   onLost?: (err: LockError, lock: Lock) => void
+}
+
+/** What `LockClient#adopt` accepts: the lease settings of `AcquireOptions` (there is nothing to wait for). */
+export interface AdoptOptions
+  extends Pick<NativeAcquireOptions, 'ttl' | 'maxHold' | 'renewInterval' | 'autoRenew' | 'waitReplicas' | 'waitReplicasTimeout'> {
+  /** Called once if the lock is lost while held (ERR_LOCK_LOST). */
+  onLost?: (err: LockError, lock: Lock) => void
+}
+
+/** `LockClient#semaphore` options: `limit` and defaults for its acquisitions. */
+export interface SemaphoreOptions extends NativeAcquireOptions {
+  /** The most permits held at once (an integer from 1 to 100000). */
+  limit: number
+}
+
+/** `Semaphore#acquire` options. */
+export interface PermitOptions extends Omit<AcquireOptions, 'fair'> {
+  /** Permits to take at once, all or nothing (an integer from 1 to `limit`). The default value is 1. */
+  permits?: number
+}
+
+/**
+ * At most `limit` permits of one key held at once. Holders whose lease ended
+ * (a crashed process) are reclaimed by the next acquisition. Each holder is a
+ * `Lock`: released, extended, signalled and reported lost exactly like a lock.
+ */
+export declare class Semaphore {
+  private constructor()
+  readonly key: string
+  readonly limit: number
+  /** Takes the permits, waiting while too few are free (rejects ERR_LOCK_TIMEOUT / ERR_LOCK_ABORTED / ERR_LOCK_TAKEN). */
+  acquire(options?: PermitOptions): Promise<Lock>
+  /** One attempt: the holder's Lock, or null when too few permits are free. */
+  tryAcquire(options?: PermitOptions): Promise<Lock | null>
+  /** Takes the permits, runs `fn(signal, lock)`, always releases; rejects ERR_LOCK_LOST if they were lost meanwhile. */
+  withPermit<T>(fn: LockedFn<T>, options?: PermitOptions): Promise<Awaited<T>>
+  /** Permits held now by unexpired holders, as a quorum of nodes counts them. */
+  count(): Promise<number>
+  /** What is held now, as a quorum of nodes counts it. */
+  inspect(): Promise<SemaphoreCount & { limit: number }>
+}
+
+/**
+ * Many readers or one writer on one key. Each reader and the writer is a
+ * `Lock` (signal, onLost, release, extend), renewed by the native watchdog.
+ * Writer preference: a waiting writer holds new readers off; the readers
+ * already in finish first, so a stream of readers cannot starve a writer.
+ */
+export declare class ReadWriteLock {
+  private constructor()
+  readonly key: string
+  /** Takes a read lock (beside other readers, never beside a writer). */
+  readLock(options?: Omit<AcquireOptions, 'fair'>): Promise<Lock>
+  /** Takes the write lock (alone). */
+  writeLock(options?: Omit<AcquireOptions, 'fair'>): Promise<Lock>
+  /** One attempt at a read lock: the Lock, or null. */
+  tryReadLock(options?: Omit<AcquireOptions, 'fair'>): Promise<Lock | null>
+  /** One attempt at the write lock (leaves no writer's mark): the Lock, or null. */
+  tryWriteLock(options?: Omit<AcquireOptions, 'fair'>): Promise<Lock | null>
+  /** Runs `fn(signal, lock)` under a read lock, always releasing; as `withLock`. */
+  withReadLock<T>(fn: LockedFn<T>, options?: Omit<AcquireOptions, 'fair'>): Promise<Awaited<T>>
+  /** Runs `fn(signal, lock)` under the write lock, always releasing; as `withLock`. */
+  withWriteLock<T>(fn: LockedFn<T>, options?: Omit<AcquireOptions, 'fair'>): Promise<Awaited<T>>
 }
 
 export interface Lock extends Pick<NativeLock, 'key' | 'keys' | 'token' | 'remaining' | 'held' | 'ttl' | 'attempts' | 'fence' | 'replicas'> {}
@@ -139,6 +215,30 @@ export declare class LockClient extends EventEmitter implements AsyncDisposable 
   stats(): LockStats
   /** Reads a lock key on every node without changing it. */
   inspect(key: string): Promise<Inspection>
+  /**
+   * Continues the lock on `key` whose value is `token` (handed over by another
+   * process, or kept across a restart): one token-checked extend to `ttl` on
+   * every node, then the native watchdog renews it like an acquired lock.
+   * Never creates a key: rejects ERR_LOCK_LOST when the key is gone or holds
+   * another token. The adopted lock's `fence` is null.
+   */
+  adopt(key: LockKey, token: string, options?: AdoptOptions): Promise<Lock>
+  /**
+   * A counting semaphore on `key`: at most `limit` permits held at once across
+   * every process; each holder has its own token and lease, renewed by the
+   * native watchdog. The other options are defaults for its acquisitions.
+   * Every user of one key must give the same `limit`. On several nodes
+   * (Redlock) only `limit: 1` is accepted (ERR_INVALID_ARG_VALUE otherwise).
+   */
+  semaphore(key: string, options: SemaphoreOptions): Semaphore
+  /**
+   * A read-write lock on `key`: any number of readers or one writer across
+   * every process. Writer preference: once a writer waits, new readers wait
+   * behind it. `options` are defaults for its acquisitions.
+   */
+  readWriteLock(key: string, options?: NativeAcquireOptions): ReadWriteLock
+  /** Whether a quorum of nodes holds `key` now, whoever the owner; changes nothing. */
+  isLocked(key: string): Promise<boolean>
   /** UNSAFE, for operators: deletes the key on every node whoever holds it. Resolves on how many nodes it existed. */
   forceRelease(key: string): Promise<number>
   /**

@@ -87,3 +87,30 @@ test('locks route by key, with several keys of one slot as one lock', async () =
     await other.close()
   }
 })
+
+test('semaphores, read-write locks and fair locks on a cluster: renewed, counted, exclusive', async () => {
+  const locks = new LockClient({ cluster: seeds, keyPrefix: 'jsprim:', ttl: 600 })
+  const other = new LockClient({ cluster: seeds, keyPrefix: 'jsprim:', ttl: 600 })
+  const keepAlive = setInterval(() => {}, 1000)
+  try {
+    // Several semaphores, on different masters.
+    const sems = ['s1', 's2', 's3', 's4'].map((k) => locks.semaphore(k, { limit: 2 }))
+    const held = await Promise.all(sems.map((s) => s.acquire({ permits: 2 })))
+    for (const s of sems) assert.equal(await other.semaphore(s.key, { limit: 2 }).tryAcquire(), null)
+    const rw = locks.readWriteLock('doc')
+    const writer = await rw.writeLock()
+    assert.equal(await other.readWriteLock('doc').tryReadLock(), null)
+    const fair = await locks.acquire('f', { fair: true })
+    const until = Date.now() + 1500
+    await waitFor(() => Date.now() >= until, { timeout: 4000, what: 'two leases' })
+    for (const l of [...held, writer, fair]) assert.equal(l.status, 'held', `${l.key} renewed on its master`)
+    for (const s of sems) assert.equal(await s.count(), 2)
+    for (const l of [...held, writer, fair]) assert.equal(await l.release(), true)
+    const reader = await other.readWriteLock('doc').readLock({ waitTimeout: 2000 })
+    await reader.release()
+  } finally {
+    clearInterval(keepAlive)
+    await locks.close()
+    await other.close()
+  }
+})

@@ -3,8 +3,8 @@
 const { EventEmitter } = require('node:events')
 const diagnostics = require('node:diagnostics_channel')
 const { NativeClient, CancelHandle, MAX_MS } = require('../binding.js')
-const { LockError, fromNative, invalidType, outOfRange } = require('./errors')
-const { keyList, assertFunction, pick, tlsOption, ACQUIRE_JS, CLIENT } = require('./validate')
+const { LockError, fromNative, invalidType, invalidValue, outOfRange } = require('./errors')
+const { keyList, assertFunction, pick, tlsOption, ACQUIRE_JS, ACQUIRE_LOCK, ADOPT, CLIENT_JS } = require('./validate')
 
 const CLOSE = { graceful: 'number' }
 
@@ -32,6 +32,9 @@ function nativeLoss(native) {
 const kReport = Symbol('lockdog.reportLoss')
 const kForget = Symbol('lockdog.forget')
 const kEnd = Symbol('lockdog.end')
+const kAcquireWith = Symbol('lockdog.acquireWith')
+const kWithLock = Symbol('lockdog.withLock')
+const kNative = Symbol('lockdog.native')
 
 /** A held lock. Created by `LockClient#acquire`; renewed natively until released. */
 class Lock {
@@ -254,6 +257,8 @@ class LockClient extends EventEmitter {
   #running = new Set()
   /** The promise of the first close() call; set as soon as it is called. */
   #closing = null
+  /** Locks are taken fairly unless an acquisition says otherwise (client option `fair`). */
+  #fair = false
 
   #sweep() {
     for (const [id, ref] of this.#live) if (ref.deref() === undefined) this.#live.delete(id)
@@ -274,8 +279,10 @@ class LockClient extends EventEmitter {
 
   constructor(options) {
     super()
-    const opts = pick(options, CLIENT)
+    const opts = pick(options, CLIENT_JS)
     if (opts.tls !== undefined) opts.tls = tlsOption(opts.tls)
+    this.#fair = opts.fair === true
+    delete opts.fair
     try {
       this.#native = new NativeClient(opts, LockClient.#sink(new WeakRef(this)))
     } catch (e) {
@@ -381,28 +388,122 @@ class LockClient extends EventEmitter {
    */
   acquire(key, options) {
     const keys = keyList(key)
-    const opts = pick(options, ACQUIRE_JS)
+    const opts = pick(options, ACQUIRE_LOCK)
     const { signal, onLost } = opts
     delete opts.signal
     delete opts.onLost
-    return this.#acquire(keys, opts, signal, onLost)
+    return this.#acquire(keys, opts, signal, onLost, this.#fairStart(keys, opts))
+  }
+
+  /**
+   * With `fair` (this acquisition's, else the client's): waiters in every
+   * process are served in arrival order through a line kept in Redis.
+   */
+  #fairStart(keys, opts) {
+    const fair = opts.fair ?? this.#fair
+    delete opts.fair
+    if (!fair) return undefined
+    if (keys.length !== 1) throw invalidValue('options.fair', 'needs a single key')
+    return (native, cancel) => native.acquireFair(keys[0], opts, cancel)
   }
 
   /** One attempt: resolves the Lock, or null when another owner holds it. */
   tryAcquire(key, options) {
     const keys = keyList(key)
-    const opts = pick(options, ACQUIRE_JS)
+    const opts = pick(options, ACQUIRE_LOCK)
     const { signal, onLost } = opts
     delete opts.signal
     delete opts.onLost
     opts.retryCount = 0
-    return this.#acquire(keys, opts, signal, onLost).catch((e) => {
+    return this.#acquire(keys, opts, signal, onLost, this.#fairStart(keys, opts)).catch((e) => {
       if (e && e.code === 'ERR_LOCK_TAKEN') return null
       throw e
     })
   }
 
-  #acquire(keys, opts, signal, onLost) {
+  /**
+   * Continues the lock on `key` (or every key of an array) whose value is
+   * `token`, e.g. handed over by another process or kept across a restart: one
+   * token-checked extend to `ttl` on every node, then the native watchdog renews
+   * it like an acquired lock (signal, onLost and 'lost' as usual). Never creates
+   * a key: rejects with ERR_LOCK_LOST when the keys are gone or hold another token.
+   */
+  adopt(key, token, options) {
+    const keys = keyList(key)
+    if (typeof token !== 'string') throw invalidType('token', 'of type string', token)
+    const opts = pick(options, ADOPT)
+    const { onLost } = opts
+    delete opts.onLost
+    let pending
+    try {
+      if (this.#closing) throw closedError(keys)
+      pending = this.#native.adopt(keys, token, opts)
+    } catch (e) {
+      const err = fromNative(e)
+      if (err instanceof LockError && err.code === 'ERR_LOCK_CLOSED') return Promise.reject(err)
+      throw err
+    }
+    return pending.then(
+      (native) => {
+        const lock = new Lock(native, onLost, this)
+        if (this.#closing) {
+          return lock.release().then(() => Promise.reject(closedError(keys)), () => Promise.reject(closedError(keys)))
+        }
+        this.#live.set(native.id, new WeakRef(lock))
+        if (this.#live.size >= this.#sweepAt) this.#sweep()
+        this.#traceRenewals()
+        return lock
+      },
+      (e) => {
+        throw fromNative(e)
+      },
+    )
+  }
+
+  /** Whether a quorum of nodes holds `key` now (any owner); one read, nothing changed. */
+  isLocked(key) {
+    return this.inspect(key).then((i) => i.held)
+  }
+
+  /** @internal takes a lock through another native acquisition (a semaphore's permits). */
+  [kAcquireWith](keys, signal, onLost, start) {
+    return this.#acquire(keys, null, signal, onLost, start)
+  }
+
+  /** @internal withLock around any acquisition (a semaphore's withPermit). */
+  [kWithLock](acquiring, fn) {
+    const running = this.#withLock(acquiring, fn)
+    this.#running.add(running)
+    const done = () => this.#running.delete(running)
+    running.then(done, done)
+    return running
+  }
+
+  /** @internal the native client. */
+  get [kNative]() {
+    return this.#native
+  }
+
+  /**
+   * A counting semaphore on `key`: at most `limit` permits held at once across
+   * every process, each holder with its own token and lease renewed by the
+   * native watchdog. `options` are `limit` and the defaults of its acquisitions.
+   */
+  semaphore(key, options) {
+    const { Semaphore } = require('./semaphore')
+    return new Semaphore(this, key, options)
+  }
+
+  /**
+   * A read-write lock on `key`: any number of readers or one writer across
+   * every process, writer preference. `options` are defaults for its acquisitions.
+   */
+  readWriteLock(key, options) {
+    const { ReadWriteLock } = require('./rwlock')
+    return new ReadWriteLock(this, key, options)
+  }
+
+  #acquire(keys, opts, signal, onLost, start) {
     if (signal && signal.aborted) {
       return Promise.reject(aborted(keys, signal))
     }
@@ -415,7 +516,7 @@ class LockClient extends EventEmitter {
     let pending
     try {
       if (this.#closing) throw closedError(keys)
-      pending = this.#native.acquire(keys, opts, cancel)
+      pending = start ? start(this.#native, cancel) : this.#native.acquire(keys, opts, cancel)
     } catch (e) {
       if (unlink) unlink()
       const err = fromNative(e)
@@ -555,4 +656,4 @@ function aborted(keys, signal) {
   })
 }
 
-module.exports = { LockClient, Lock }
+module.exports = { LockClient, Lock, kAcquireWith, kWithLock, kNative }

@@ -124,10 +124,7 @@ function checkLock(lock) {
   if (!(lock instanceof Lock) || !Array.isArray(lock.resources)) {
     throw invalidType('lock', 'a Lock returned by acquire or extend', lock)
   }
-  if (lock.resources.length > 0 && !innerOf.has(lock)) {
-    // lockdog releases and extends the locks it took; a Lock rebuilt from a stored value is not one.
-    throw invalidValue('lock', 'was not returned by acquire or extend of lockdog/redlock')
-  }
+  if (typeof lock.value !== 'string') throw invalidType('lock.value', 'of type string', lock.value)
 }
 
 /** An ioredis `Cluster`: its seed nodes as URLs, and the key prefix it applies. */
@@ -322,6 +319,27 @@ class Redlock extends EventEmitter {
     }
   }
 
+  /**
+   * The lockdog lock behind `lock`: the one acquire or extend made, else (a
+   * Lock rebuilt from a stored value) its keys adopted by their token with a
+   * lease of `ttl` ms. null without resources; false when the keys are gone or
+   * hold another value.
+   */
+  async #innerOf(lock, ttl) {
+    const known = innerOf.get(lock)
+    if (known) return known
+    if (lock.resources.length === 0) return null
+    const keys = keyList(lock.resources, 'lock.resources')
+    try {
+      const inner = await this.#client.adopt(keys, lock.value, { ttl, autoRenew: false })
+      innerOf.set(lock, inner)
+      return inner
+    } catch (e) {
+      if (e && e.code === 'ERR_LOCK_LOST') return false
+      throw e
+    }
+  }
+
   /** Acquires every resource in `resources` as one lock for `duration` ms (not renewed). */
   async acquire(resources, duration, settings) {
     checkDuration(duration)
@@ -373,10 +391,14 @@ class Redlock extends EventEmitter {
    */
   async release(lock, settings) {
     checkLock(lock)
+    const left = lock.expiration - Date.now()
     lock.expiration = 0
-    const inner = innerOf.get(lock)
     const keyCount = lock.resources.length
-    const { attempts } = await this.#execute(() => this.#attempt(keyCount, () => (inner ? inner.release() : true)), settings)
+    const release = async () => {
+      const inner = await this.#innerOf(lock, Math.max(1000, Math.ceil(left)))
+      return inner ? inner.release() : inner === null
+    }
+    const { attempts } = await this.#execute(() => this.#attempt(keyCount, release), settings)
     return { attempts }
   }
 
@@ -386,12 +408,18 @@ class Redlock extends EventEmitter {
     checkDuration(duration)
     const start = Date.now()
     if (existing.expiration < Date.now()) throw new ExecutionError('Cannot extend an already-expired lock.', [])
-    const inner = innerOf.get(existing)
+    let inner = innerOf.get(existing)
     const keyCount = existing.resources.length
     const { attempts } = await this.#execute(() => this.#attempt(keyCount, async () => {
-      if (inner) await inner.extend(duration)
-      return true
+      if (inner) {
+        await inner.extend(duration)
+        return true
+      }
+      // A Lock rebuilt from a stored value: adopting it is the token-checked extend.
+      inner = await this.#innerOf(existing, duration)
+      return inner === false ? false : true
     }), settings)
+    if (inner === false) inner = undefined
     existing.expiration = 0
     const s = settings ? { ...this.settings, ...checkSettings(settings, 'settings') } : this.settings
     const lock = new Lock(this, existing.resources, existing.value, attempts, expiration(inner, start, duration, s, this.settings.driftFactor))

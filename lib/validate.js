@@ -82,6 +82,17 @@ const ACQUIRE = {
 
 const ACQUIRE_JS = { ...ACQUIRE, signal: 'AbortSignal', onLost: 'function' }
 
+/** What `adopt` accepts: the lease settings (there is nothing to wait for). */
+const ADOPT = {
+  ttl: 'number',
+  maxHold: 'number',
+  renewInterval: 'number',
+  autoRenew: 'boolean',
+  waitReplicas: 'number',
+  waitReplicasTimeout: 'number',
+  onLost: 'function',
+}
+
 const CLIENT = {
   ...ACQUIRE,
   url: 'string',
@@ -95,6 +106,12 @@ const CLIENT = {
   fencing: 'boolean',
   tls: 'object',
 }
+
+/** What the LockClient constructor accepts: `CLIENT` and the JS-side `fair`. */
+const CLIENT_JS = { ...CLIENT, fair: 'boolean' }
+
+/** What a lock's acquire accepts: `ACQUIRE_JS` and `fair`. */
+const ACQUIRE_LOCK = { ...ACQUIRE_JS, fair: 'boolean' }
 
 /** PEM text from a string, a Buffer, or an array of either (ioredis/Node TLS style). */
 function pem(value, name) {
@@ -127,4 +144,4 @@ function tlsOption(tls) {
   return out
 }
 
-module.exports = { keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, CLIENT, TLS_FIELDS }
+module.exports = { keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, ACQUIRE_LOCK, ADOPT, CLIENT, CLIENT_JS, TLS_FIELDS }

@@ -1,7 +1,8 @@
 'use strict'
 
 // Table-driven bad-input sweep: every wrong type and value at every public
-// function, constructor and option of LockClient, Lock, withLock,
+// function, constructor and option of LockClient (adopt, isLocked, semaphore
+// included), Semaphore, ReadWriteLock, Lock, withLock,
 // DistributedLock and lockdog/redlock. Each case must end in a typed error
 // (an Error whose code starts with ERR_), or in the caller's own error where the
 // caller threw it, or succeed where the input is odd but valid — never crash,
@@ -207,6 +208,98 @@ function cases(url) {
   })
   add('Lock.prototype.release.call({})', 'typed|native', () => require('lockdog').Lock.prototype.release.call({}))
   add('Lock.prototype.extend.call(null, 1000)', 'typed|native', () => require('lockdog').Lock.prototype.extend.call(null, 1000))
+
+  // --- adopt / isLocked ------------------------------------------------------------
+  for (const k of badKeys) add(`adopt(key=${show(k)}, tok)`, 'typed', () => locks.adopt(k, 'tok'))
+  for (const t of [...notStrings, undefined, '', 'x'.repeat(1025)]) add(`adopt(k, token=${show(t)})`, 'typed', () => locks.adopt('bi:ad', t))
+  for (const o of [1, 'x', true, [], fn, { waitTimeout: 10 }, { signal: new AbortController().signal }, { retryCount: 1 }]) {
+    add(`adopt(k, tok, options=${show(o)})`, 'typed', () => locks.adopt('bi:ad', 'tok', o))
+  }
+  for (const v of [...notNumbers, ...badNumbers, 0]) add(`adopt(k, tok, {ttl: ${show(v)}})`, 'typed', () => locks.adopt('bi:ad', 'tok', { ttl: v }))
+  add('adopt(missing key) → ERR_LOCK_LOST, no key created', 'typed', () => locks.adopt('bi:ad:none', 'tok'))
+  add('adopt(held by another token) → ERR_LOCK_LOST', 'typed', async () => {
+    const l = await locks.acquire('bi:ad:held')
+    try {
+      return await locks.adopt('bi:ad:held', 'not-its-token')
+    } finally {
+      await l.release()
+    }
+  })
+  add('adopt(own token) then release', 'ok', async () => {
+    const l = await locks.acquire('bi:ad:own', { autoRenew: false, ttl: 1000 })
+    const again = await locks.adopt('bi:ad:own', l.token, { ttl: 1000 })
+    if ((await again.release()) !== true) throw new Error('adopted lock did not release')
+    await l.release()
+    return 1
+  })
+  for (const k of [...notStrings, undefined, '']) add(`isLocked(key=${show(k)})`, 'typed', () => locks.isLocked(k))
+  add('isLocked(absent) → false', 'ok', async () => {
+    if ((await locks.isLocked('bi:ad:absent')) !== false) throw new Error('an absent key was reported locked')
+    return false
+  })
+
+  // --- semaphore -------------------------------------------------------------------
+  for (const k of [undefined, null, 42, {}, [], ['a'], '', Symbol('k')]) add(`semaphore(key=${show(k)})`, 'typed', () => locks.semaphore(k, { limit: 2 }))
+  for (const o of [undefined, null, 1, 'x', [], {}, { limit: 2, permits: 1 }, { limit: 2, signal: new AbortController().signal }]) {
+    add(`semaphore(k, options=${show(o)})`, 'typed', () => locks.semaphore('bi:sem', o))
+  }
+  for (const v of [...notNumbers, ...badNumbers, 0, 100001]) add(`semaphore(k, {limit: ${show(v)}})`, 'typed', () => locks.semaphore('bi:sem', { limit: v }))
+  const sem = locks.semaphore('bi:sem', { limit: 3, ttl: 1000 })
+  for (const v of [...notNumbers, ...badNumbers, 0, 4]) {
+    add(`sem.acquire({permits: ${show(v)}})`, 'typed', () => sem.acquire({ permits: v }))
+    add(`sem.tryAcquire({permits: ${show(v)}})`, 'typed', () => sem.tryAcquire({ permits: v }))
+    add(`sem.withPermit(fn, {permits: ${show(v)}})`, 'typed', () => sem.withPermit(fn, { permits: v }))
+  }
+  for (const o of [1, 'x', true, [], fn, { limit: 2 }, { nope: 1 }]) add(`sem.acquire(${show(o)})`, 'typed', () => sem.acquire(o))
+  for (const f of [undefined, null, 'fn', {}, 1]) add(`sem.withPermit(${show(f)})`, 'typed', () => sem.withPermit(f))
+  add('sem.withPermit fn throws synchronously', 'user', () => sem.withPermit(() => { throw new UserError('fn') }))
+  add('sem.acquire(permits 3 of 3) then release', 'ok', async () => {
+    const l = await sem.acquire({ permits: 3 })
+    if ((await l.release()) !== true) throw new Error('release failed')
+    return 1
+  })
+  add('sem full → ERR_LOCK_TIMEOUT', 'typed', async () => {
+    const l = await sem.acquire({ permits: 2 })
+    try {
+      return await sem.acquire({ permits: 2, waitTimeout: 50 })
+    } finally {
+      await l.release()
+    }
+  })
+  add('semaphore on a plain lock key → typed error', 'typed', async () => {
+    const l = await locks.acquire('bi:sem:plain')
+    try {
+      return await locks.semaphore('bi:sem:plain', { limit: 2 }).acquire({ waitTimeout: 100 })
+    } finally {
+      await l.release()
+    }
+  })
+
+  // --- read-write lock ---------------------------------------------------------------
+  for (const k of [undefined, null, 42, {}, [], ['a'], '', Symbol('k')]) add(`readWriteLock(key=${show(k)})`, 'typed', () => locks.readWriteLock(k))
+  for (const o of [1, 'x', true, [], fn, { limit: 2 }, { signal: new AbortController().signal }]) add(`readWriteLock(k, options=${show(o)})`, 'typed', () => locks.readWriteLock('bi:rw', o))
+  const rw = locks.readWriteLock('bi:rw', { ttl: 1000 })
+  for (const m of ['readLock', 'writeLock', 'tryReadLock', 'tryWriteLock']) {
+    for (const o of [1, 'x', [], { permits: 1 }, { ttl: 0 }, { ttl: 1.5 }, { waitTimeout: -1 }]) add(`rw.${m}(${show(o)})`, 'typed', () => rw[m](o))
+  }
+  for (const m of ['withReadLock', 'withWriteLock']) {
+    for (const f of [undefined, null, 'fn', {}, 1]) add(`rw.${m}(${show(f)})`, 'typed', () => rw[m](f))
+    add(`rw.${m} fn throws synchronously`, 'user', () => rw[m](() => { throw new UserError('fn') }))
+  }
+  add('rw: writer while a reader holds → ERR_LOCK_TIMEOUT', 'typed', async () => {
+    const r = await rw.readLock()
+    try {
+      return await rw.writeLock({ waitTimeout: 50 })
+    } finally {
+      await r.release()
+    }
+  })
+  add('rw: read, then write, then release', 'ok', async () => {
+    await (await rw.readLock()).release()
+    const w = await rw.writeLock({ waitTimeout: 1000 })
+    if ((await w.release()) !== true) throw new Error('writer release failed')
+    return 1
+  })
 
   // --- closed client -------------------------------------------------------------
   add('closed.close() then acquire', 'typed', async () => { await closed.close(); return closed.acquire('bi:closed') })

@@ -24,6 +24,8 @@ const BROKEN_MODES = [
   { mode: 'late-clock', scenario: 7, topology: 'single', why: 'validity counted from the reply: through latency the lock outlives its key' },
   { mode: 'swallow-failures', scenario: 9, topology: 'single', why: 'renewal failures swallowed: a holder whose key was deleted is never told' },
   { mode: 'swallow-failures', scenario: 5, topology: 'redlock', why: 'majority paused: holders are never told', fullOnly: true },
+  { mode: 'sem-over-limit', scenario: 14, topology: 'single', why: 'a semaphore\'s acquire script enforces one permit too many: more than limit holders' },
+  { mode: 'sem-over-limit', scenario: 15, topology: 'single', why: 'the same off-by-one lets one reader in beside a writer' },
 ]
 
 const STAMP = `${NODE_FILE}.sources`

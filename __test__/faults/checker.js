@@ -6,6 +6,8 @@
 //
 // (1) belief intervals [acquire_ok, min(release_sent, lost, latest observed local
 //     deadline, death)] of different holders of one key never overlap;
+//     For a semaphore (holders logged with `limit` and `permits`): the permits
+//     held by the belief intervals of one key never add up to more than limit;
 // (2) the read-modify-write counter of each key lost no update;
 // (5) validity bound: no lock is granted a local deadline later than
 //     T + ttl − (ttl × driftFactor + 2 ms), where T is when its token first passed
@@ -33,6 +35,8 @@ function intervals(events, base, deaths = new Map()) {
     let iv = byTok.get(e.tok)
     if (e.ev === 'acquire_ok') {
       iv = { tok: e.tok, k: e.k, w: e.w, t0ns: e.t0 || e.t, start: ms(e.t0 || e.t, base), deadline: ms(e.deadline, base), tA: ms(e.tA, base), ttl: e.ttl, release: Infinity, lost: Infinity, writes: [] }
+      // A semaphore's holder: up to `limit` permits of the key may be held side by side.
+      if (e.limit) Object.assign(iv, { limit: e.limit, permits: e.permits || 1 })
       byTok.set(e.tok, iv)
       continue
     }
@@ -70,6 +74,7 @@ function sentAt(seen, tok, t0ns) {
 function overlaps(ivs) {
   const byKey = new Map()
   for (const iv of ivs) {
+    if (iv.limit) continue // semaphores: see excess()
     if (!byKey.has(iv.k)) byKey.set(iv.k, [])
     byKey.get(iv.k).push(iv)
   }
@@ -84,6 +89,31 @@ function overlaps(ivs) {
         if (by > 0) found.push({ k: iv.k, a: a.tok, b: iv.tok, wa: a.w, wb: iv.w, at: iv.start, ms: Math.round(by * 1000) / 1000 })
       }
       active.push(iv)
+    }
+  }
+  return found
+}
+
+/**
+ * (1') for semaphores: the instants where the belief intervals of one key's
+ * holders add up to more permits than its limit. Ends sort before starts at
+ * the same instant (a holder's end and the next one's start may touch).
+ */
+function excess(ivs) {
+  const byKey = new Map()
+  for (const iv of ivs) {
+    if (!iv.limit) continue
+    if (!byKey.has(iv.k)) byKey.set(iv.k, [])
+    const edges = byKey.get(iv.k)
+    if (iv.end > iv.start) edges.push({ t: iv.start, d: iv.permits, iv }, { t: iv.end, d: -iv.permits, iv })
+  }
+  const found = []
+  for (const [k, edges] of byKey) {
+    edges.sort((a, b) => a.t - b.t || a.d - b.d)
+    let held = 0
+    for (const e of edges) {
+      held += e.d
+      if (e.d > 0 && held > e.iv.limit) found.push({ k, at: Math.round(e.t * 1000) / 1000, held, limit: e.iv.limit, tok: e.iv.tok, w: e.iv.w })
     }
   }
   return found
@@ -139,6 +169,7 @@ function check(events, { base, finals = {}, deaths = new Map(), driftFactor = 0.
   for (const e of events) if (e.ev === 'acquire_ok') first.set(e.tok, ms(e.dlo || e.deadline, base))
   for (const iv of ivs) iv.firstDeadline = first.get(iv.tok)
   const ov = overlaps(ivs)
+  const ex = excess(ivs)
   const vv = validityViolations(ivs, seen, base, driftFactor)
   const lu = lostUpdates(ivs, finals)
   const writesAfterEnd = []
@@ -150,6 +181,7 @@ function check(events, { base, finals = {}, deaths = new Map(), driftFactor = 0.
     intervals: ivs,
     overlaps: ov,
     overlapMsMax: ov.reduce((m, o) => Math.max(m, o.ms), 0),
+    excess: ex,
     validity: vv,
     bounded: seen ? ivs.filter((iv) => seen.has(iv.tok)).length : 0,
     lostUpdates: lu.total,
@@ -162,4 +194,4 @@ function check(events, { base, finals = {}, deaths = new Map(), driftFactor = 0.
   }
 }
 
-module.exports = { check, sentAt, intervals, overlaps, validityViolations, lostUpdates, percentile, ms }
+module.exports = { check, sentAt, intervals, overlaps, excess, validityViolations, lostUpdates, percentile, ms }

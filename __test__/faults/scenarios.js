@@ -36,6 +36,7 @@ async function finish(ctx, keys, { maxTtl, excuse = () => false, excuseLost = ()
   const byTok = new Map(report.intervals.map((iv) => [iv.tok, iv]))
   const unreported = report.overlaps.filter((o) => !toldOfLoss(byTok.get(o.a)))
   if (unreported.length) violations.push(`overlap not reported to the earlier holder: ${unreported.length} pair(s) (${unreported.slice(0, 3).map((o) => `${o.wa} on ${o.k}`).join(', ')})`)
+  if (report.excess.length) violations.push(`overlap beyond the semaphore's limit: ${report.excess.length} time(s), worst ${Math.max(...report.excess.map((x) => x.held))} permits of ${report.excess[0].limit} held (${JSON.stringify(report.excess.slice(0, 2))})`)
   const excusedLost = Math.min(report.lostUpdates, excuseLost(report))
   if (report.lostUpdates - excusedLost > 0) violations.push(`lost updates: ${report.lostUpdates - excusedLost}${excusedLost ? ` (+${excusedLost} excused)` : ''}`)
   if (report.doubleWrites) violations.push(`double execution: ${report.doubleWrites} increment(s) applied more often than logged`)
@@ -693,6 +694,76 @@ def(13, 'allkeys-lru eviction under maxmemory', ['single', 'redlock'], (d, topo,
     if (evicted === 0) res.violations.push('no key was evicted (maxmemory with allkeys-lru had no effect)')
   },
 }), ['single'])
+
+// Single node only: on several nodes a semaphore takes limit 1 alone (a mutex, covered above).
+def(14, 'semaphore: never more than limit permits held (contention, holders paused past their TTL)', ['single'], async (d, topo, tier, env) => {
+  const res = baseResult(d, topo, tier, 'safe')
+  const n = 1
+  const keys = ['sem']
+  const ttl = 400
+  const limit = 3
+  return withCluster(n, env, async (ctx) => {
+    const { sess } = ctx
+    const workers = 8
+    for (let i = 0; i < workers; i++) {
+      sess.spawn({ api: 'semaphore', limit, maxPermits: 2, nodes: ctx.cluster.urls(), keys, ttl, holdMs: 5 + (i % 4) * 10, duration: T(tier, 3000, 20000), waitTimeout: 10000 })
+    }
+    // A holder paused past its lease: its permits are reclaimed; it must be told once it runs again.
+    const rounds = T(tier, 1, 4)
+    let paused = 0
+    let after = 0n
+    for (let r = 0; r < rounds; r++) {
+      const ok = await sess.waitEvent((e) => e.ev === 'acquire_ok' && BigInt(e.t) > after, 8000, { past: false })
+      if (!ok) break
+      const w = sess.workers.get(ok.w)
+      sess.signal(w, 'SIGSTOP')
+      await sleep(ttl * 2.5)
+      sess.signal(w, 'SIGCONT')
+      paused++
+      await sess.waitEvent((e) => (e.ev === 'lost' || e.ev === 'release_sent') && e.tok === ok.tok, 3000)
+      after = BigInt(String(now()))
+    }
+    await Promise.all([...sess.workers.values()].map((w) => within(w.exited, T(tier, 3000, 20000) + 15000)))
+    const fin = await finish(ctx, keys, { maxTtl: ttl })
+    const permitsHeld = fin.report.intervals.filter((iv) => iv.limit).length
+    if (permitsHeld < 10) res.violations.push(`only ${permitsHeld} holders: too little contention to check`)
+    return fill(res, fin, { workers, limit, paused, holders: permitsHeld })
+  })
+}, ['single'])
+
+def(15, 'read-write lock: never a writer beside anyone (contention, holders paused past their TTL)', ['single', 'redlock'], async (d, topo, tier, env) => {
+  const res = baseResult(d, topo, tier, 'safe')
+  const n = topo === 'single' ? 1 : 5
+  const keys = ['rw']
+  const ttl = 400
+  return withCluster(n, env, async (ctx) => {
+    const { sess } = ctx
+    const workers = 8
+    for (let i = 0; i < workers; i++) {
+      sess.spawn({ api: 'rwlock', writeShare: 0.3, nodes: ctx.cluster.urls(), keys, ttl, holdMs: 5 + (i % 4) * 10, duration: T(tier, 3000, 20000), waitTimeout: 10000 })
+    }
+    const rounds = T(tier, 1, 4)
+    let paused = 0
+    let after = 0n
+    for (let r = 0; r < rounds; r++) {
+      const ok = await sess.waitEvent((e) => e.ev === 'acquire_ok' && BigInt(e.t) > after, 8000, { past: false })
+      if (!ok) break
+      const w = sess.workers.get(ok.w)
+      sess.signal(w, 'SIGSTOP')
+      await sleep(ttl * 2.5)
+      sess.signal(w, 'SIGCONT')
+      paused++
+      await sess.waitEvent((e) => (e.ev === 'lost' || e.ev === 'release_sent') && e.tok === ok.tok, 3000)
+      after = BigInt(String(now()))
+    }
+    await Promise.all([...sess.workers.values()].map((w) => within(w.exited, T(tier, 3000, 20000) + 15000)))
+    const fin = await finish(ctx, keys, { maxTtl: ttl })
+    const ivs = fin.report.intervals.filter((iv) => iv.limit)
+    const writers = ivs.filter((iv) => iv.permits === iv.limit).length
+    if (writers < 3 || ivs.length - writers < 3) res.violations.push(`only ${writers} writer(s) and ${ivs.length - writers} reader(s): too little contention to check`)
+    return fill(res, fin, { workers, paused, writers, readers: ivs.length - writers })
+  })
+}, ['single'])
 
 /** Runs scenario `id` on each of its topologies (or just `topology`). Returns result rows. */
 async function runScenario(id, { tier = 'short', env = {}, topology } = {}) {

@@ -89,7 +89,7 @@ function observe(c) {
   return true
 }
 
-function enter(lock, k, tA) {
+function enter(lock, k, tA, extra = {}) {
   const t = process.hrtime.bigint()
   const r = lock.remaining
   const dlo = String(t + BigInt(Math.floor(r * 1e6))) // never later than the true deadline
@@ -108,6 +108,7 @@ function enter(lock, k, tA) {
     // ... and read before (never later: the validity bound errs towards passing).
     dlo,
     t0: String(t),
+    ...extra,
   })
   lock.signal.addEventListener('abort', () => {
     out('lost', { k, tok: c.tok, code: lock.signal.reason && lock.signal.reason.code })
@@ -165,9 +166,53 @@ function options() {
   return o
 }
 
+/** A semaphore holder's section: held `holdMs` while believed held (no counter: holders run side by side). */
+async function holdPermit(c) {
+  if (!observe(c)) return out('skip', { k: c.k, tok: c.tok })
+  await sleep(cfg.holdMs ?? 5)
+  if (!observe(c)) out('skip', { k: c.k, tok: c.tok })
+}
+
+/** How many readers a read-write lock admits; its writer counts as all of them (as in the core). */
+const READERS = 10000
+
+async function onePermit(k, tA) {
+  let permits = 1 + Math.floor(Math.random() * (cfg.maxPermits ?? 1))
+  let limit = cfg.limit
+  let lock
+  try {
+    if (cfg.api === 'rwlock') {
+      // A writer is checked as every permit: never beside a reader or another writer.
+      const write = Math.random() < (cfg.writeShare ?? 0.3)
+      limit = READERS
+      permits = write ? READERS : 1
+      const rw = locks.readWriteLock(k)
+      lock = await (write ? rw.writeLock(options()) : rw.readLock(options()))
+    } else {
+      lock = await locks.semaphore(k, { limit }).acquire({ ...options(), permits })
+    }
+  } catch (e) {
+    out('acquire_err', { k, code: e.code || String(e) })
+    return false
+  }
+  const c = enter(lock, k, tA, { limit, permits })
+  try {
+    await holdPermit(c)
+  } finally {
+    leave(c, 'done')
+    try {
+      out('release_result', { k, tok: c.tok, r: await lock.release() })
+    } catch (e) {
+      out('release_result', { k, tok: c.tok, err: e.code || String(e) })
+    }
+  }
+  return true
+}
+
 async function oneOp(k) {
   const tA = T()
   out('attempt', { k })
+  if (cfg.api === 'semaphore' || cfg.api === 'rwlock') return onePermit(k, tA)
   if (cfg.api === 'acquire') {
     let lock
     try {

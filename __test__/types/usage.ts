@@ -76,3 +76,33 @@ async function redlockUsage(): Promise<void> {
   void out
 }
 void redlockUsage
+
+import { Semaphore, ReadWriteLock, type AdoptOptions, type PermitOptions } from 'lockdog'
+
+async function primitivesUsage(locks: LockClient): Promise<number> {
+  const opts: AdoptOptions = { ttl: 30000, onLost: (err) => console.error(err.code) }
+  const adopted: Lock = await locks.adopt('report', 'token', opts)
+  const locked: boolean = await locks.isLocked('report')
+  const sem: Semaphore = locks.semaphore('api', { limit: 5, ttl: 10000 })
+  const permit: PermitOptions = { permits: 2, waitTimeout: 1000 }
+  const slot: Lock = await sem.acquire(permit)
+  const maybe: Lock | null = await sem.tryAcquire()
+  const r: string = await sem.withPermit(async (signal) => (signal.aborted ? 'no' : 'yes'))
+  const n: number = await sem.count()
+  const { permits, holders, limit } = await sem.inspect()
+  await slot.release()
+  await adopted.release()
+  const fairLocks = new LockClient({ url: 'redis://127.0.0.1:6390', fair: true })
+  await (await fairLocks.acquire('queue', { fair: false, waitTimeout: 10 })).release()
+  const rw: ReadWriteLock = locks.readWriteLock('doc', { ttl: 5000 })
+  const reader: Lock = await rw.readLock({ waitTimeout: 100 })
+  const writer: Lock | null = await rw.tryWriteLock()
+  const w: number = await rw.withWriteLock(async (signal, lock) => (signal.aborted ? 0 : lock.ttl))
+  const rr: string = await rw.withReadLock(() => rw.key)
+  await reader.release()
+  void writer
+  void w
+  void rr
+  return n + permits + holders + limit + sem.limit + r.length + Number(locked) + Number(maybe === null)
+}
+void primitivesUsage

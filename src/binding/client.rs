@@ -21,7 +21,7 @@ type EventFn<'a> = Function<'a, EventArgs, ()>;
 /// The native lock client; `lib/client.js` wraps it in `LockClient`.
 #[napi]
 pub struct NativeClient {
-    core: core::Client,
+    pub(crate) core: core::Client,
     renew_events: Arc<AtomicBool>,
 }
 
@@ -91,6 +91,33 @@ impl NativeClient {
         settle_later(env, async move {
             let lock = client
                 .acquire_prepared(request, cancel)
+                .await
+                .map_err(to_napi)?;
+            Ok(NativeLock { lock })
+        })
+    }
+
+    /// Continues the lock on `keys` whose value is `token`: one token-checked
+    /// extend to `ttl` on every node (never creating a key), then the watchdog
+    /// renews it. Rejects with `ERR_LOCK_LOST` when the keys are gone or hold
+    /// another token. Arguments are checked synchronously.
+    #[napi(ts_return_type = "Promise<NativeLock>")]
+    pub fn adopt<'env>(
+        &self,
+        env: &'env Env,
+        keys: Vec<String>,
+        token: String,
+        options: Option<AcquireOptions>,
+    ) -> Result<PromiseRaw<'env, NativeLock>> {
+        let opts = options.unwrap_or_default().to_core().map_err(to_napi)?;
+        let request = self
+            .core
+            .prepare_adopt(keys, &token, &opts)
+            .map_err(to_napi)?;
+        let client = self.core.clone();
+        settle_later(env, async move {
+            let lock = client
+                .adopt_prepared(request, token)
                 .await
                 .map_err(to_napi)?;
             Ok(NativeLock { lock })

@@ -8,6 +8,7 @@ mod errors;
 mod events;
 mod lock;
 mod options;
+mod semaphore;
 mod settle;
 
 pub use cancel::CancelHandle;
@@ -15,6 +16,7 @@ pub use client::NativeClient;
 pub use events::{LockErrorInfo, NodeReport};
 pub use lock::NativeLock;
 pub use options::{AcquireOptions, LockClientOptions, LockInspection, LockStats, TlsOptions};
+pub use semaphore::SemaphoreCount;
 
 /// lockdog's tokio runtime: one worker thread. Every lock operation is a short
 /// wait on a socket; a second worker only adds cross-thread wake-ups (measured

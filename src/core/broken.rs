@@ -17,6 +17,8 @@ pub enum Broken {
     LateClock,
     /// The watchdog swallows renewal failures and never reports a loss.
     SwallowFailures,
+    /// A semaphore's acquire script is told a limit one higher than asked for.
+    SemOverLimit,
 }
 
 #[cfg(feature = "broken-modes")]
@@ -29,6 +31,7 @@ pub fn mode() -> Broken {
             Ok("no-drift") => Broken::NoDrift,
             Ok("late-clock") => Broken::LateClock,
             Ok("swallow-failures") => Broken::SwallowFailures,
+            Ok("sem-over-limit") => Broken::SemOverLimit,
             _ => Broken::None,
         });
     *MODE
@@ -62,6 +65,15 @@ pub fn validity_start(sent: std::time::Instant) -> std::time::Instant {
 /// `SwallowFailures`: a lost lock is kept and renewed as if it were held.
 pub fn swallows_losses() -> bool {
     mode() == Broken::SwallowFailures
+}
+
+/// The limit a semaphore's acquire script enforces (one too many under `SemOverLimit`).
+pub fn sem_limit(limit: u32) -> u32 {
+    if mode() == Broken::SemOverLimit {
+        limit.saturating_add(1)
+    } else {
+        limit
+    }
 }
 
 /// `PlainDel`: the release as a plain `DEL` of whatever the keys hold.

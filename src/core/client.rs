@@ -127,6 +127,7 @@ impl Client {
         Ok(Request {
             names,
             spec: self.resolve(opts)?,
+            permits: None,
         })
     }
 
@@ -152,6 +153,89 @@ impl Client {
             Err(e) if e.code == ErrorCode::Taken => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// Continues the lock on `keys` whose value is `token` (e.g. handed over by
+    /// another process): one token-checked extend to the resolved ttl on every
+    /// node, then the watchdog renews it like an acquired lock. Never creates a
+    /// key; `ERR_LOCK_LOST` when the keys are gone or hold another token.
+    pub async fn adopt(
+        &self,
+        keys: Vec<String>,
+        token: String,
+        opts: &AcquireOptions,
+    ) -> Result<Lock> {
+        let request = self.prepare_adopt(keys, &token, opts)?;
+        self.inner.adopt(request, token).await
+    }
+
+    /// Checks an adoption's keys, token and options without I/O.
+    pub fn prepare_adopt(
+        &self,
+        keys: Vec<String>,
+        token: &str,
+        opts: &AcquireOptions,
+    ) -> Result<Request> {
+        crate::core::adopt::check_token(token)?;
+        self.prepare(keys, opts)
+    }
+
+    /// [`Client::adopt`] for a request [`Client::prepare_adopt`] has checked.
+    pub async fn adopt_prepared(&self, request: Request, token: String) -> Result<Lock> {
+        self.inner.adopt(request, token).await
+    }
+
+    /// Checks a semaphore acquisition (`permits` of `limit` on one key)
+    /// without I/O; [`Client::acquire_prepared`] then takes the permits.
+    pub fn prepare_permits(
+        &self,
+        name: String,
+        limit: u32,
+        permits: u32,
+        opts: &AcquireOptions,
+    ) -> Result<Request> {
+        let permits = crate::core::semaphore::check_permits(limit, permits)?;
+        if self.inner.nodes.len() > 1 && limit > 1 {
+            // Holders each on a different majority can exceed the limit: 4 holders
+            // of limit 3 fit on 5 nodes with no node over 3. A safe quorum would
+            // be floor(N × limit / (limit + 1)) + 1 for acquiring and renewing.
+            return Err(LockError::invalid_value(
+                "limit",
+                "must be 1 for a semaphore on several nodes (Redlock): with a majority per holder, more than limit holders could hold at once",
+            ));
+        }
+        let mut request = self.prepare(vec![name], opts)?;
+        request.permits = Some(permits);
+        Ok(request)
+    }
+
+    /// Checks a read-write lock acquisition (a reader, or with `write` the
+    /// writer) without I/O; [`Client::acquire_prepared`] then takes it.
+    pub fn prepare_rw(&self, name: String, write: bool, opts: &AcquireOptions) -> Result<Request> {
+        let mut request = self.prepare(vec![name], opts)?;
+        request.permits = Some(crate::core::semaphore::rw_permits(write));
+        Ok(request)
+    }
+
+    /// Checks a fair lock acquisition without I/O: waiters of `name` across
+    /// every process are served in arrival order through a line kept in Redis.
+    /// One key, one node or a cluster (not Redlock, whose attempts change tokens).
+    pub fn prepare_fair(&self, name: String, opts: &AcquireOptions) -> Result<Request> {
+        if self.inner.nodes.len() > 1 {
+            return Err(LockError::invalid_value(
+                "fair",
+                "is not supported with several nodes (Redlock)",
+            ));
+        }
+        let mut request = self.prepare(vec![name], opts)?;
+        request.permits = Some(crate::core::semaphore::fair_permits());
+        Ok(request)
+    }
+
+    /// Counts the permits held in the semaphore `name` by unexpired holders.
+    pub async fn count_permits(&self, name: &str) -> Result<crate::core::semaphore::Count> {
+        let key = self.stored_key(name)?;
+        self.inner.count_permits(&key, name).await
     }
 
     /// The stored key for one lock name.

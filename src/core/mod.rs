@@ -7,6 +7,7 @@
 //! suite's deliberately broken variants.
 
 mod acquire;
+pub mod adopt;
 pub mod broken;
 pub mod client;
 pub mod config;
@@ -18,6 +19,7 @@ pub mod node;
 pub mod quorum;
 mod renew;
 pub mod scripts;
+pub mod semaphore;
 mod shared;
 pub mod stats;
 mod sync;
@@ -26,7 +28,7 @@ pub mod tls;
 pub mod waiters;
 pub mod watchdog;
 
-pub use acquire::Request;
+pub use acquire::{Permits, Request};
 pub use client::{Client, Inspection};
 pub use config::{AcquireOptions, ClientConfig};
 pub use error::{ErrorCode, Fault, LockError, NodeAnswer, NodeReport};

@@ -20,6 +20,20 @@ pub static EXTEND: LazyLock<Script> =
 pub static RENEW: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/renew.lua")));
 
+/// Takes permits of a semaphore (a sorted set of holders by lease end), all or
+/// nothing, reclaiming holders whose lease ended.
+pub static SEM_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/sem_acquire.lua")));
+
+/// Counts a semaphore's permits held by unexpired holders (read-only).
+pub static SEM_COUNT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/sem_count.lua")));
+
+/// Takes a lock only when it is free and the caller is first in the line kept
+/// in Redis (leased places, so a departed waiter never wedges it).
+pub static FAIR_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/fair_acquire.lua")));
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -115,7 +115,10 @@ impl Waiters {
     }
 
     /// A release notice: `key` was released by the holder of `token`. Wakes
-    /// the first waiter, once per release.
+    /// the first waiter, once per release. A semaphore's release sends one
+    /// notice per permit freed (`<token>#<n>`), and each wakes the first
+    /// waiter not woken yet, so a release wakes as many waiters as it frees
+    /// permits; a lock's notice only ever wakes the first in line.
     pub fn released(&self, key: &str, token: &str) {
         let mut queues = sync::lock(&self.queues);
         let Some(queue) = queues.get_mut(key) else {
@@ -125,8 +128,16 @@ impl Waiters {
             return;
         }
         queue.last_token = Some(token.to_string());
-        if let Some(head) = queue.places.front() {
-            head.wake();
+        let next = if token.contains('#') {
+            queue
+                .places
+                .iter()
+                .find(|p| !p.woken.load(Ordering::Acquire))
+        } else {
+            queue.places.front()
+        };
+        if let Some(next) = next {
+            next.wake();
         }
     }
 
@@ -187,6 +198,23 @@ mod tests {
         assert!(is_woken(&b.place).await);
         assert!(w.leave("k", &b.place), "the queue is empty");
         assert!(!w.waiting("k"));
+    }
+
+    #[tokio::test]
+    async fn notices_of_several_freed_permits_wake_as_many_waiters() {
+        let w = Waiters::default();
+        let a = w.join("k");
+        let b = w.join("k");
+        let c = w.join("k");
+        w.released("k", "2:t#1");
+        w.released("k", "2:t#2");
+        assert!(is_woken(&a.place).await);
+        assert!(is_woken(&b.place).await);
+        assert!(!is_woken(&c.place).await);
+        // A lock's notices wake the first in line only, however many come.
+        w.released("k", "t3");
+        w.released("k", "t4");
+        assert!(!is_woken(&c.place).await);
     }
 
     #[tokio::test]

@@ -2,10 +2,32 @@
 -- held by anyone else. Unless ARGV[2] is empty, each deleted key's release is
 -- announced on the channel ARGV[2] .. key with the token as the message, which
 -- wakes whoever waits for it; pcall, because an ACL user without channel rights
--- must still be able to release. Returns how many keys were deleted.
+-- must still be able to release. A semaphore's key (a sorted set of holders'
+-- tokens) loses only this holder's member (released only if its lease had not
+-- ended), and its release is announced once
+-- per permit freed ("<permits>:<uuid>" tokens), each notice waking one waiter
+-- (at most 64: a read-write lock's writer holds every permit).
+-- Returns how many keys were released.
 local deleted = 0
+local function now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 for i = 1, #KEYS do
-  if redis.call('GET', KEYS[i]) == ARGV[1] then
+  local v = redis.pcall('GET', KEYS[i])
+  if type(v) == 'table' and v.err then
+    local score = redis.pcall('ZSCORE', KEYS[i], ARGV[1])
+    -- A member whose lease ended was no longer a holder: removed, not released.
+    if type(score) == 'string' and redis.call('ZREM', KEYS[i], ARGV[1]) == 1 and tonumber(score) > now() then
+      deleted = deleted + 1
+      if ARGV[2] ~= '' then
+        local permits = tonumber(string.match(ARGV[1], '^(%d+):')) or 1
+        for p = 1, math.min(permits, 64) do
+          redis.pcall('PUBLISH', ARGV[2] .. KEYS[i], ARGV[1] .. '#' .. p)
+        end
+      end
+    end
+  elseif v == ARGV[1] then
     deleted = deleted + redis.call('DEL', KEYS[i])
     if ARGV[2] ~= '' then
       redis.pcall('PUBLISH', ARGV[2] .. KEYS[i], ARGV[1])

@@ -23,13 +23,17 @@ use crate::core::quorum::{self, Acquired, Tally};
 use crate::core::shared::Inner;
 use crate::core::time::{later, ms_of};
 
+mod permits;
 mod queue;
+pub use permits::{Kind, Lease, Permits};
 use queue::Queued;
 
 /// A checked acquisition, ready to send.
 pub struct Request {
     pub(crate) names: Vec<String>,
     pub(crate) spec: AcquireSpec,
+    /// Permits of a semaphore rather than a lock.
+    pub(crate) permits: Option<Permits>,
 }
 
 /// What one attempt on every node came back with.
@@ -61,7 +65,11 @@ impl Inner {
         request: Request,
         cancel: CancellationToken,
     ) -> Result<Lock> {
-        let Request { names, spec } = request;
+        let Request {
+            names,
+            spec,
+            permits,
+        } = request;
         self.ensure_open()?;
         let keys = keys::prefixed(&self.cfg.key_prefix, &names);
         let script_keys = keys::script_keys(&keys, self.cfg.fencing);
@@ -70,7 +78,7 @@ impl Inner {
         let wait_until = began + spec.wait_timeout;
         let drift = self.cfg.drift_for(spec.ttl);
         let n = self.nodes.len();
-        let mut token = uuid::Uuid::new_v4().to_string();
+        let mut token = permits::token(permits);
         let mut attempts: u32 = 0;
         // Waiting for one key on plain masters: queue up for its release notices.
         let notices = keys.len() == 1 && !self.cfg.cluster;
@@ -89,12 +97,12 @@ impl Inner {
             if attempts > 1 && n > 1 {
                 // Redlock: a fresh value per attempt. One node keeps its token, so an
                 // earlier attempt that landed without a reply still counts as ours.
-                token = uuid::Uuid::new_v4().to_string();
+                token = permits::token(permits);
             }
             // A release after this attempt reads the key will wake us.
             let heard = queued.as_ref().is_some_and(Queued::heard);
             let attempt = tokio::select! {
-                attempt = self.attempt(&script_keys, keys.len(), &token, &spec) => attempt,
+                attempt = self.attempt_for(permits, &script_keys, keys.len(), &token, &spec) => attempt,
                 _ = cancel.cancelled() => {
                     self.undo_in_background(keys, token, every_node, undo_timeout);
                     return Err(aborted(&key_label, attempts));

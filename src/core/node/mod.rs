@@ -9,6 +9,7 @@ mod acked;
 mod connect;
 mod notices;
 mod ops;
+mod permits;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, RwLock};

@@ -1,0 +1,85 @@
+'use strict'
+
+// Read-write locks on lockdog's native core: any number of readers or one
+// writer, with writer preference. Each reader and the writer is a Lock taken
+// through the same acquire loop, quorum, watchdog and loss reporting as locks.
+
+const { kAcquireWith, kWithLock } = require('./client')
+const { invalidType } = require('./errors')
+const { keyList, assertFunction, pick, ACQUIRE, ACQUIRE_JS } = require('./validate')
+
+/**
+ * Many readers or one writer on `key`, across every process. Writer
+ * preference: once a writer waits, new readers wait behind it (the readers
+ * already in finish first), so a stream of readers cannot starve a writer.
+ */
+class ReadWriteLock {
+  #client
+  #key
+  #defaults
+
+  constructor(client, key, options) {
+    if (typeof key !== 'string') throw invalidType('key', 'of type string', key)
+    keyList(key)
+    this.#client = client
+    this.#key = key
+    this.#defaults = pick(options, ACQUIRE)
+  }
+
+  /** The lock's key (without the client's keyPrefix). */
+  get key() {
+    return this.#key
+  }
+
+  #start(write, options, once) {
+    const opts = { ...this.#defaults, ...pick(options, ACQUIRE_JS) }
+    const { signal, onLost } = opts
+    delete opts.signal
+    delete opts.onLost
+    if (once) opts.retryCount = 0
+    const native = Object.assign(Object.create(null), opts)
+    return this.#client[kAcquireWith]([this.#key], signal, onLost, (client, cancel) =>
+      client.acquireRw(this.#key, write, native, cancel))
+  }
+
+  #try(write, options) {
+    return this.#start(write, options, true).catch((e) => {
+      if (e && e.code === 'ERR_LOCK_TAKEN') return null
+      throw e
+    })
+  }
+
+  /** Takes a read lock (beside other readers, never beside a writer), waiting as the options allow. */
+  readLock(options) {
+    return this.#start(false, options, false)
+  }
+
+  /** Takes the write lock (alone), waiting as the options allow; new readers wait behind a waiting writer. */
+  writeLock(options) {
+    return this.#start(true, options, false)
+  }
+
+  /** One attempt at a read lock: the Lock, or null. */
+  tryReadLock(options) {
+    return this.#try(false, options)
+  }
+
+  /** One attempt at the write lock: the Lock, or null. */
+  tryWriteLock(options) {
+    return this.#try(true, options)
+  }
+
+  /** Runs `fn(signal, lock)` under a read lock, always releasing; as `withLock`. */
+  withReadLock(fn, options) {
+    assertFunction(fn, 'fn')
+    return this.#client[kWithLock](this.readLock(options), fn)
+  }
+
+  /** Runs `fn(signal, lock)` under the write lock, always releasing; as `withLock`. */
+  withWriteLock(fn, options) {
+    assertFunction(fn, 'fn')
+    return this.#client[kWithLock](this.writeLock(options), fn)
+  }
+}
+
+module.exports = { ReadWriteLock }

@@ -1,0 +1,192 @@
+//! Adopting a lock by its token, semaphores, read-write locks and fair locks
+//! against real redis-servers, through the napi-free core.
+
+mod support;
+
+use lockdog::core::lock::Status;
+use lockdog::core::{AcquireOptions, Client, ClientConfig, ErrorCode};
+use tokio_util::sync::CancellationToken;
+
+use support::{config, eventually, ms, opts, RedisServer};
+
+fn client(cfg: ClientConfig) -> Client {
+    Client::new(cfg, None).expect("valid client config")
+}
+
+fn once(ttl_ms: u64) -> AcquireOptions {
+    let mut o = opts(ttl_ms);
+    o.retry_count = Some(Some(0));
+    o
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adopted_lock_is_renewed_by_its_new_owner_and_a_foreign_token_is_refused() {
+    let server = RedisServer::start();
+    let cfg = config(&[&server]);
+    let k = format!("{}job", cfg.key_prefix);
+    let first = client(cfg.clone());
+    let second = client(cfg);
+    let mut o = opts(800);
+    o.auto_renew = Some(false);
+    let lock = first
+        .acquire(vec!["job".into()], &o, CancellationToken::new())
+        .await
+        .expect("acquired");
+    let token = lock.token().to_string();
+    // The first owner lets go without releasing (as a process that exits):
+    // a lock nobody holds is neither renewed nor cleaned up.
+    drop(lock);
+
+    let foreign = second
+        .adopt(vec!["job".into()], "not-the-token".into(), &opts(800))
+        .await
+        .err()
+        .expect("a foreign token is refused");
+    assert_eq!(foreign.code, ErrorCode::Lost);
+    let missing = second
+        .adopt(vec!["none".into()], token.clone(), &opts(800))
+        .await
+        .err()
+        .expect("a missing key is refused");
+    assert_eq!(missing.code, ErrorCode::Lost);
+
+    let adopted = second
+        .adopt(vec!["job".into()], token.clone(), &opts(600))
+        .await
+        .expect("adopted by its token");
+    assert_eq!(adopted.token(), token);
+    // Past the first owner's lease and several of the new one's.
+    tokio::time::sleep(ms(1_500)).await;
+    assert_eq!(server.get(&k).await.as_deref(), Some(token.as_str()));
+    assert_eq!(adopted.status(), Status::Held);
+    assert!(adopted.release().await.expect("released"));
+    assert_eq!(server.get(&k).await, None);
+    first.close().await;
+    second.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_admits_limit_permits_all_or_nothing_and_counts_them() {
+    let server = RedisServer::start();
+    let locks = client(config(&[&server]));
+    let take = |permits: u32, o: AcquireOptions| {
+        let locks = locks.clone();
+        async move {
+            let request = locks
+                .prepare_permits("pool".into(), 3, permits, &o)
+                .expect("valid request");
+            locks
+                .acquire_prepared(request, CancellationToken::new())
+                .await
+        }
+    };
+    let two = take(2, once(5_000)).await.expect("two of three");
+    let refused = take(2, once(5_000))
+        .await
+        .err()
+        .expect("two more do not fit");
+    assert_eq!(refused.code, ErrorCode::Taken);
+    let one = take(1, once(5_000)).await.expect("the third permit");
+    let count = locks.count_permits("pool").await.expect("counted");
+    assert_eq!((count.permits, count.holders), (3, 2));
+    assert!(two.release().await.expect("released"));
+    let again = take(2, once(5_000)).await.expect("freed permits are taken");
+    assert!(one.release().await.expect("released"));
+    assert!(again.release().await.expect("released"));
+    assert_eq!(
+        locks.count_permits("pool").await.expect("counted").permits,
+        0
+    );
+    for (limit, permits) in [(0, 1), (2, 3), (2, 0)] {
+        let err = locks
+            .prepare_permits("pool".into(), limit, permits, &opts(1_000))
+            .err()
+            .expect("refused");
+        assert_eq!(
+            err.code,
+            ErrorCode::OutOfRange,
+            "limit {limit}, permits {permits}"
+        );
+    }
+    locks.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_whose_lease_ended_is_reclaimed_and_the_watchdog_keeps_the_living() {
+    let server = RedisServer::start();
+    let cfg = config(&[&server]);
+    let k = format!("{}slots", cfg.key_prefix);
+    let locks = client(cfg);
+    let take = |o: AcquireOptions| {
+        let locks = locks.clone();
+        async move {
+            let request = locks
+                .prepare_permits("slots".into(), 1, 1, &o)
+                .expect("valid request");
+            locks
+                .acquire_prepared(request, CancellationToken::new())
+                .await
+        }
+    };
+    let mut lapsing = once(400);
+    lapsing.auto_renew = Some(false);
+    let lapsed = take(lapsing).await.expect("taken");
+    let renewed_alone = take(once(400)).await.err().expect("full");
+    assert_eq!(renewed_alone.code, ErrorCode::Taken);
+    // Its lease ends: the next acquisition removes it.
+    let mut waiting = opts(400);
+    waiting.wait_timeout = Some(ms(3_000));
+    let next = take(waiting).await.expect("the lapsed permit is reclaimed");
+    let members: Vec<String> = server
+        .query(redis::cmd("ZRANGE").arg(&k).arg(0).arg(-1))
+        .await;
+    assert_eq!(members, vec![next.token().to_string()]);
+    eventually(ms(2_000), "the lapsed holder is told", || async {
+        lapsed.status() == Status::Lost
+    })
+    .await;
+    tokio::time::sleep(ms(1_000)).await;
+    assert_eq!(next.status(), Status::Held, "renewed past its 400 ms lease");
+    assert!(next.release().await.expect("released"));
+    locks.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_share_a_writer_is_alone_and_fair_locks_refuse_redlock() {
+    let server = RedisServer::start();
+    let locks = client(config(&[&server]));
+    let rw = |write: bool| {
+        let locks = locks.clone();
+        async move {
+            let request = locks
+                .prepare_rw("doc".into(), write, &once(5_000))
+                .expect("valid request");
+            locks
+                .acquire_prepared(request, CancellationToken::new())
+                .await
+        }
+    };
+    let r1 = rw(false).await.expect("reader");
+    let r2 = rw(false).await.expect("second reader");
+    assert_eq!(
+        rw(true).await.err().expect("no writer").code,
+        ErrorCode::Taken
+    );
+    assert!(r1.release().await.expect("released"));
+    assert!(r2.release().await.expect("released"));
+    let w = rw(true).await.expect("writer");
+    assert_eq!(
+        rw(false).await.err().expect("no reader").code,
+        ErrorCode::Taken
+    );
+    assert!(w.release().await.expect("released"));
+    locks.close().await;
+
+    let others = [RedisServer::start(), RedisServer::start()];
+    let redlock = client(config(&[&server, &others[0], &others[1]]));
+    let err = redlock
+        .prepare_fair("k".into(), &opts(1_000))
+        .err()
+        .expect("fair is refused with several nodes");
+    assert_eq!(err.code, ErrorCode::InvalidArgValue);
+}
