@@ -97,6 +97,12 @@ export declare class NativeLock {
   get remaining(): number
   /** True while the lock is held and within its validity. */
   get held(): boolean
+  /**
+   * Each node's answer to the lock's last acquisition, extension or release
+   * (`pending` for a node that had not answered yet; final once the
+   * client's `settled()` resolved).
+   */
+  get nodes(): Array<NodeReport>
   /** `'held'`, `'released'` or `'lost'`. */
   get status(): string
   /** The lease length in ms that renewals restore. */

@@ -157,7 +157,7 @@ export declare class ReadWriteLock {
   withWriteLock<T>(fn: LockedFn<T>, options?: Omit<AcquireOptions, 'fair'>): Promise<Awaited<T>>
 }
 
-export interface Lock extends Pick<NativeLock, 'key' | 'keys' | 'token' | 'remaining' | 'held' | 'ttl' | 'attempts' | 'fence' | 'replicas'> {}
+export interface Lock extends Pick<NativeLock, 'key' | 'keys' | 'token' | 'remaining' | 'held' | 'ttl' | 'attempts' | 'fence' | 'replicas' | 'nodes'> {}
 
 /** A held lock, renewed by the native watchdog until released. */
 export declare class Lock implements AsyncDisposable {

@@ -703,7 +703,6 @@ compat('three instances', [
   },
   {
     name: 'a successful attempt\'s votes name the minority that voted against',
-    todo: { 'lockdog/redlock': 'the core does not report per-node answers of a successful operation' },
     async body({ Redlock, ResourceLockedError }) {
       const cs = await members(3)
       const [a, b, c] = cs

@@ -127,9 +127,12 @@ describe('LockClient with 3 nodes', () => {
     for (const r of inspectors) assert.equal(await r.exists('mr:a', 'mr:c'), 0)
     await other.release()
     const lock = await locks.acquire(['mr:a', 'mr:b', 'mr:c'])
+    // Operations resolve at quorum; every node has answered once settled.
+    await locks.settled()
     for (const r of inspectors) assert.deepEqual(await r.mget('mr:a', 'mr:b', 'mr:c'), [lock.token, lock.token, lock.token])
     await lock.extend(4000)
     assert.equal(await lock.release(), true)
+    await locks.settled()
     for (const r of inspectors) assert.equal(await r.exists('mr:a', 'mr:b', 'mr:c'), 0)
     await locks.close()
   })
@@ -178,6 +181,7 @@ describe('5 nodes', () => {
   test('keys on all 5; two paused still acquire (3 of 5)', async () => {
     const locks = new LockClient({ nodes, nodeTimeout: 100 })
     const lock = await locks.acquire('five:a', { ttl: 3000 })
+    await locks.settled()
     assert.equal((await holders('five:a')).filter((v) => v === lock.token).length, 5)
     await lock.release()
     servers[3].pause()

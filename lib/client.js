@@ -89,6 +89,14 @@ class Lock {
   get attempts() {
     return this.#native.attempts
   }
+  /**
+   * Each node's answer to the lock's last acquisition, extension or release
+   * (`{ node, answer, detail }`); `pending` for a node that had not answered
+   * when it resolved, final once `client.settled()` resolved.
+   */
+  get nodes() {
+    return this.#native.nodes
+  }
   /** The fencing token (client option `fencing`), or null. */
   get fence() {
     return this.#native.fence

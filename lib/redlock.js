@@ -289,7 +289,7 @@ class Redlock extends EventEmitter {
    * Runs one native operation as one attempt. A run resolving `false` found the
    * lock gone or foreign; with `lossIsFinal` no retry can change that.
    */
-  async #attempt(keyCount, run, lossIsFinal = false) {
+  async #attempt(keyCount, run, lossIsFinal = false, lockOf = null) {
     const start = performance.now()
     const token = {}
     this.#inflight.set(token, start)
@@ -305,9 +305,16 @@ class Redlock extends EventEmitter {
         await new Promise((resolve) => setImmediate(resolve))
         const faults = this.#faultsSince(start)
         this.#inflight.delete(token)
-        const answers = this.#members.map((_, i) => {
+        const fromFaults = (i) => {
           const f = faults.get(i)
           return f ? { answer: f.answer, node: f.node, detail: f.detail } : { answer: 'ok' }
+        }
+        // The lock's per-node answers to this operation, final now that it settled.
+        const inner = lockOf ? lockOf() : null
+        const nodes = inner ? inner.nodes : null
+        const answers = this.#members.map((_, i) => {
+          const n = nodes && nodes.length === this.#members.length ? nodes[i] : null
+          return n && n.answer !== 'pending' ? n : fromFaults(i)
         })
         return this.#votes(answers, keyCount, null)
       })
@@ -360,7 +367,7 @@ class Redlock extends EventEmitter {
         last = inner
         return inner
       })
-    })
+    }, false, () => last)
     let result
     try {
       result = await this.#execute(once, settings)
@@ -394,11 +401,12 @@ class Redlock extends EventEmitter {
     const left = lock.expiration - Date.now()
     lock.expiration = 0
     const keyCount = lock.resources.length
+    let inner = null
     const release = async () => {
-      const inner = await this.#innerOf(lock, Math.max(1000, Math.ceil(left)))
+      inner = await this.#innerOf(lock, Math.max(1000, Math.ceil(left)))
       return inner ? inner.release() : inner === null
     }
-    const { attempts } = await this.#execute(() => this.#attempt(keyCount, release), settings)
+    const { attempts } = await this.#execute(() => this.#attempt(keyCount, release, false, () => inner), settings)
     return { attempts }
   }
 
@@ -418,7 +426,7 @@ class Redlock extends EventEmitter {
       // A Lock rebuilt from a stored value: adopting it is the token-checked extend.
       inner = await this.#innerOf(existing, duration)
       return inner === false ? false : true
-    }), settings)
+    }, false, () => inner), settings)
     if (inner === false) inner = undefined
     existing.expiration = 0
     const s = settings ? { ...this.settings, ...checkSettings(settings, 'settings') } : this.settings
@@ -470,7 +478,7 @@ class Redlock extends EventEmitter {
     try {
       // A release that finds the lock gone or foreign is a loss, reported at once:
       // retrying cannot bring it back, and `using` must settle.
-      await this.#execute(() => this.#attempt(lock.resources.length, () => (inner ? inner.release() : true), true))
+      await this.#execute(() => this.#attempt(lock.resources.length, () => (inner ? inner.release() : true), true, () => inner))
     } catch (error) {
       if (error instanceof ExecutionError) {
         error.code = 'ERR_LOCK_LOST'

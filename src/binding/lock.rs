@@ -2,7 +2,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use crate::binding::errors::to_napi;
-use crate::binding::events::LockErrorInfo;
+use crate::binding::events::{LockErrorInfo, NodeReport};
 use crate::binding::settle::settle_later;
 use crate::core::config::lease_millis;
 use crate::core::lock::Status;
@@ -53,6 +53,18 @@ impl NativeLock {
     #[napi(getter)]
     pub fn held(&self) -> bool {
         self.lock.is_held()
+    }
+
+    /// Each node's answer to the lock's last acquisition, extension or release
+    /// (`pending` for a node that had not answered yet; final once the
+    /// client's `settled()` resolved).
+    #[napi(getter)]
+    pub fn nodes(&self) -> Vec<NodeReport> {
+        self.lock
+            .nodes()
+            .iter()
+            .map(|n| NodeReport::new(&n.node, &n.answer))
+            .collect()
     }
 
     /// `'held'`, `'released'` or `'lost'`.

@@ -105,6 +105,7 @@ impl Inner {
             auto_renew: spec.auto_renew,
             fence: None,
             wait_replicas: spec.wait_replicas,
+            answers: Default::default(),
         }));
         self.stats.held.fetch_add(1, Ordering::Relaxed);
         self.watchdog.start(self);

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::core::error::{LockError, Result};
+use crate::core::error::{LockError, NodeReport, Result};
 use crate::core::lock_state::LockState;
 pub use crate::core::lock_state::Status;
 use crate::core::shared::Inner;
@@ -61,6 +61,13 @@ impl Lock {
     /// (`waitReplicas`); `None` when not asked for, or when WAIT failed.
     pub fn replicas(&self) -> Option<u32> {
         self.state().replicas()
+    }
+
+    /// Each node's answer to the last acquisition, extension or release of
+    /// this lock; nodes that had not answered when it resolved read `pending`
+    /// until they do (see the client's `settled`).
+    pub fn nodes(&self) -> Vec<NodeReport> {
+        self.0.inner.reports(&self.state().answers.get())
     }
 
     pub fn attempts(&self) -> u32 {

@@ -7,13 +7,50 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use crate::core::error::LockError;
+use crate::core::error::{LockError, NodeAnswer};
 use crate::core::sync;
 use crate::core::time::{from_us, ms_of, to_us, wait_until};
 
 const HELD: u8 = 0;
 const RELEASED: u8 = 1;
 const LOST: u8 = 2;
+
+/// Each node's answer to a lock's last operation (acquire, extend, release).
+/// A Redlock operation resolves at quorum: the nodes still out read
+/// [`NodeAnswer::Pending`] until they answer in the background.
+#[derive(Clone, Default)]
+pub struct Answers(Arc<Mutex<(u64, Vec<NodeAnswer>)>>);
+
+impl Answers {
+    /// The answers of an operation that heard from every node.
+    pub fn of(answers: Vec<NodeAnswer>) -> Answers {
+        let a = Answers::default();
+        a.start(answers);
+        a
+    }
+
+    /// Records a new operation's answers so far; returns its number.
+    pub fn start(&self, answers: Vec<NodeAnswer>) -> u64 {
+        let mut g = sync::lock(&self.0);
+        g.0 += 1;
+        g.1 = answers;
+        g.0
+    }
+
+    /// A late answer of node `i` to operation `op`; ignored once a later operation started.
+    pub fn late(&self, op: u64, i: usize, answer: NodeAnswer) {
+        let mut g = sync::lock(&self.0);
+        if g.0 == op {
+            if let Some(slot) = g.1.get_mut(i) {
+                *slot = answer;
+            }
+        }
+    }
+
+    pub fn get(&self) -> Vec<NodeAnswer> {
+        sync::lock(&self.0).1.clone()
+    }
+}
 
 /// Where a lock is in its life. Only `Held` can change, and only once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +75,8 @@ pub struct LockState {
     pub fence: Option<i64>,
     /// `waitReplicas`: (replicas, timeout) for each manual extension.
     pub wait_replicas: Option<(u32, Duration)>,
+    /// Each node's answer to the last acquisition, extension or release.
+    pub answers: Answers,
     /// Replicas that acknowledged the last acquisition or extension; u32::MAX: unknown.
     replicas: AtomicU32,
     ttl_ms: AtomicU64,
@@ -73,6 +112,8 @@ pub struct NewLock {
     pub fence: Option<i64>,
     /// `waitReplicas`: (replicas, timeout) for each acquisition and extension.
     pub wait_replicas: Option<(u32, Duration)>,
+    /// The acquisition's answers (filled in by nodes answering late).
+    pub answers: Answers,
 }
 
 impl LockState {
@@ -87,6 +128,7 @@ impl LockState {
             auto_renew: n.auto_renew,
             fence: n.fence,
             wait_replicas: n.wait_replicas,
+            answers: n.answers,
             replicas: AtomicU32::new(u32::MAX),
             ttl_ms: AtomicU64::new(ms_of(n.ttl)),
             renew_every_ms: AtomicU64::new(ms_of(n.renew_every)),
@@ -261,6 +303,7 @@ mod tests {
             auto_renew: true,
             fence: None,
             wait_replicas: None,
+            answers: Answers::default(),
         })
     }
 
@@ -281,5 +324,23 @@ mod tests {
         assert!(!s.is_held(), "past its deadline a lock is not held");
         let s = state(Duration::from_secs(5));
         assert!(s.remaining() > Duration::from_secs(4));
+    }
+
+    #[test]
+    fn late_answers_fill_in_their_own_operation_only() {
+        let a = Answers::default();
+        let first = a.start(vec![NodeAnswer::Ok, NodeAnswer::Pending]);
+        a.late(first, 1, NodeAnswer::Held { pttl_ms: None });
+        assert_eq!(a.get()[1].kind(), "held");
+        let second = a.start(vec![NodeAnswer::Ok, NodeAnswer::Pending]);
+        a.late(first, 1, NodeAnswer::Timeout);
+        assert_eq!(
+            a.get()[1].kind(),
+            "pending",
+            "a late answer of an earlier operation"
+        );
+        a.late(second, 1, NodeAnswer::NotHeld);
+        a.late(second, 9, NodeAnswer::Ok);
+        assert_eq!(a.get()[1].kind(), "not-held");
     }
 }

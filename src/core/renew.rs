@@ -262,9 +262,13 @@ impl Inner {
             (Some(acked), [node]) => {
                 let (answer, replicas) = node.extend_acked(&renewal[0], timeout, acked).await;
                 state.set_replicas(replicas);
+                state.answers.start(vec![answer.clone()]);
                 vec![answer]
             }
-            _ => self.extend_until_decided(&renewal[0], timeout).await,
+            _ => {
+                self.extend_until_decided(&renewal[0], timeout, &state.answers)
+                    .await
+            }
         };
         self.report_faults(&answers);
         self.settle(state, &answers, started, ttl, Lease::Extension)?;

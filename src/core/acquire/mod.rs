@@ -17,7 +17,7 @@ use crate::core::config::AcquireSpec;
 use crate::core::error::{ErrorCode, LockError, NodeAnswer, Result};
 use crate::core::keys;
 use crate::core::lock::Lock;
-use crate::core::lock_state::{LockState, NewLock};
+use crate::core::lock_state::{Answers, LockState, NewLock};
 use crate::core::quorum::fanout::{Call, FanOut};
 use crate::core::quorum::{self, Acquired, Tally};
 use crate::core::shared::Inner;
@@ -39,6 +39,8 @@ pub struct Request {
 /// What one attempt on every node came back with.
 struct Attempt {
     answers: Vec<NodeAnswer>,
+    /// The same, filled in by nodes answering after the outcome was decided.
+    record: Answers,
     /// The highest fence value handed out.
     fence: i64,
     /// When the first request was sent.
@@ -133,6 +135,7 @@ impl Inner {
                     auto_renew: spec.auto_renew,
                     fence: self.cfg.fencing.then_some(attempt.fence),
                     wait_replicas: spec.wait_replicas,
+                    answers: attempt.record.clone(),
                 }));
                 state.set_replicas(attempt.replicas);
                 self.stats.acquired.fetch_add(1, Ordering::Relaxed);
@@ -294,6 +297,7 @@ impl Inner {
                 .acquire_acked(script_keys, locked, token, ttl_ms, timeout, acked)
                 .await;
             return Attempt {
+                record: Answers::of(vec![answer.clone()]),
                 answers: vec![answer],
                 fence,
                 started,
@@ -347,14 +351,18 @@ impl Inner {
                     >= spec.min_validity
         })
         .await;
+        let answers = fan.answers();
+        let record = Answers::default();
+        let op = record.start(answers.clone());
         let attempt = Attempt {
             fence: fan.extras().copied().max().unwrap_or(0),
-            answers: fan.answers(),
+            answers,
+            record: record.clone(),
             started,
             replicas: None,
             sent,
         };
-        fan.finish_in_background(self);
+        fan.finish_in_background(self, Some((record, op)));
         attempt
     }
 

@@ -11,6 +11,7 @@ use futures_util::future::join_all;
 use super::Attempt;
 use crate::core::config::AcquireSpec;
 use crate::core::keys;
+use crate::core::lock_state::Answers;
 use crate::core::shared::Inner;
 use crate::core::time::ms_of;
 
@@ -142,6 +143,7 @@ impl Inner {
         }))
         .await;
         Attempt {
+            record: Answers::of(answers.clone()),
             answers,
             fence: 0,
             started,
@@ -178,6 +180,7 @@ impl Inner {
         }))
         .await;
         Attempt {
+            record: Answers::of(answers.clone()),
             answers,
             fence: 0,
             started,

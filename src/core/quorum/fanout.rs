@@ -11,7 +11,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::Tally;
 use crate::core::error::NodeAnswer;
-use crate::core::lock_state::LockState;
+use crate::core::lock_state::{Answers, LockState};
 use crate::core::node::Renewal;
 use crate::core::shared::Inner;
 
@@ -69,8 +69,9 @@ impl<T: Send + 'static> FanOut<T> {
     }
 
     /// Hands the nodes still out to a background task of `inner`, which
-    /// reports their faults as they come.
-    pub fn finish_in_background(self, inner: &Arc<Inner>) {
+    /// reports their faults as they come and records each answer in
+    /// `record` (the answers of operation `op`).
+    pub fn finish_in_background(self, inner: &Arc<Inner>, record: Option<(Answers, u64)>) {
         let mut rest = self.rest;
         if rest.is_empty() {
             return;
@@ -80,6 +81,9 @@ impl<T: Send + 'static> FanOut<T> {
             while let Some((i, (answer, _))) = rest.next().await {
                 if answer.is_fault() {
                     reporter.report_fault(&reporter.nodes[i], &answer);
+                }
+                if let Some((record, op)) = &record {
+                    record.late(*op, i, answer);
                 }
             }
         });
@@ -105,7 +109,8 @@ impl Inner {
         let mut fan = FanOut::new(calls);
         fan.until(Tally::agreed).await;
         let answers = fan.answers();
-        fan.finish_in_background(self);
+        let op = state.answers.start(answers.clone());
+        fan.finish_in_background(self, Some((state.answers.clone(), op)));
         answers
     }
 }
@@ -117,6 +122,7 @@ impl Inner {
         self: &Arc<Self>,
         renewal: &Renewal<'_>,
         timeout: Duration,
+        record: &Answers,
     ) -> Vec<NodeAnswer> {
         let keys: Arc<[String]> = renewal.keys.into();
         let token: Arc<str> = renewal.token.into();
@@ -138,7 +144,8 @@ impl Inner {
         let mut fan = FanOut::new(calls);
         fan.until(Tally::agreed).await;
         let answers = fan.answers();
-        fan.finish_in_background(self);
+        let op = record.start(answers.clone());
+        fan.finish_in_background(self, Some((record.clone(), op)));
         answers
     }
 }
