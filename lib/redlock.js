@@ -297,6 +297,9 @@ class Redlock extends EventEmitter {
     try {
       const value = await run()
       if (value === false) return { ok: false, final: lossIsFinal, stats: this.#votesOf({ code: 'ERR_LOCK_LOST', message: '' }, keyCount) }
+      // As in redlock, an attempt ends once every member answered: the core
+      // resolves at quorum and finishes the other nodes in the background.
+      await this.#client.settled()
       // The core resolves at quorum and reports a minority's faults as events
       // once those nodes answer: an attempt's votes are a promise, as in redlock,
       // and the attempt keeps claiming faults until they are in.
