@@ -152,40 +152,219 @@ describe('one node', () => {
   })
 })
 
+/** The slots a Redlock holder's member names: "2:0-1.5:<uuid>" → [0, 1, 5]. */
+function slotsOf(member) {
+  const m = /^\d+:([\d.-]+):/.exec(member)
+  assert.ok(m, `a member naming its slots: ${member}`)
+  return m[1].split('.').flatMap((run) => {
+    const [a, b = a] = run.split('-').map(Number)
+    return Array.from({ length: b - a + 1 }, (_, i) => a + i)
+  })
+}
+
+async function serverMs(redis) {
+  const [secs, micros] = await redis.time()
+  return Number(secs) * 1000 + Math.floor(Number(micros) / 1000)
+}
+
 describe('three nodes (Redlock)', () => {
   let servers
   let redises
+  let nodes
+  const clients = []
+  const client = (opts = {}) => {
+    const c = new LockClient({ nodes, ...opts })
+    clients.push(c)
+    return c
+  }
   before(async () => {
     servers = await Promise.all([startRedis(), startRedis(), startRedis()])
     redises = servers.map(inspector)
+    nodes = servers.map((s) => s.url)
   })
   after(async () => {
+    await Promise.all(clients.map((c) => c.close()))
     redises.forEach((r) => r.disconnect())
     await Promise.all(servers.map((s) => s.stop()))
   })
 
-  test('limit 1 runs on a quorum (a node down does not stop it); a larger limit is refused on several nodes', async () => {
+  test('limit 3: each holder takes distinct slots on a majority; no fourth permit; count and inspect', async () => {
+    const a = client()
+    const b = client()
+    const semA = a.semaphore('sem:rl3', { limit: 3, ttl: 5000 })
+    const semB = b.semaphore('sem:rl3', { limit: 3, ttl: 5000 })
+    const one = await semA.acquire()
+    const two = await semB.acquire({ permits: 2 })
+    assert.match(one.token, /^1:\d+:/)
+    assert.match(two.token, /^2:[\d.-]+:/)
+    assert.deepEqual([...slotsOf(one.token), ...slotsOf(two.token)].sort(), [0, 1, 2], 'three distinct slots of three')
+    // Each node records both holders (a refused attempt leaves nothing behind).
+    assert.equal(await semB.tryAcquire(), null, 'no fourth permit')
+    for (const r of redises) {
+      await waitFor(async () => (await members(r, 'sem:rl3')).length === 2, { what: 'a refused attempt leaves nothing' })
+      assert.deepEqual(await members(r, 'sem:rl3'), [one.token, two.token].sort())
+    }
+    assert.equal(await semA.count(), 3)
+    assert.deepEqual(await semB.inspect(), { permits: 3, holders: 2, limit: 3 })
+    assert.equal(await two.release(), true)
+    const again = await semA.acquire({ permits: 2, waitTimeout: 2000 })
+    assert.deepEqual([...slotsOf(one.token), ...slotsOf(again.token)].sort(), [0, 1, 2])
+    await one.release()
+    await again.release()
+    assert.equal(await semA.count(), 0)
+    for (const r of redises) assert.equal(await r.zcard('sem:rl3'), 0)
+  })
+
+  test('permits 2 of 3 are all or nothing: two and two never fit', async () => {
+    const sem = client().semaphore('sem:rl-many', { limit: 3, ttl: 5000 })
+    const two = await sem.acquire({ permits: 2 })
+    assert.equal(await sem.tryAcquire({ permits: 2 }), null)
+    for (const r of redises) assert.deepEqual(await members(r, 'sem:rl-many'), [two.token])
+    const one = await sem.tryAcquire()
+    assert.ok(one, 'the third permit is free')
+    assert.deepEqual([...slotsOf(two.token), ...slotsOf(one.token)].sort(), [0, 1, 2])
+    await one.release()
+    await two.release()
+  })
+
+  test('a node that records a holder the others do not votes against: a majority is enough, a minority is not', async () => {
+    const key = 'sem:rl-vote'
+    const now = await serverMs(redises[0])
+    // Node 0 alone records a holder of slot 0 (a leftover no majority ever granted).
+    await redises[0].zadd(key, now + 60000, '1:0:leftover')
+    await redises[0].pexpire(key, 60000)
+    const sem = client().semaphore(key, { limit: 1, ttl: 5000 })
+    const lock = await sem.acquire({ waitTimeout: 2000 })
+    assert.deepEqual(slotsOf(lock.token), [0])
+    assert.deepEqual(lock.nodes.map((n) => n.answer), ['held', 'ok', 'ok'])
+    assert.equal(await sem.count(), 1, 'the leftover, recorded on one node of three, does not count')
+    await lock.release()
+    // Two of three nodes record it: the slot is taken.
+    await redises[1].zadd(key, now + 60000, '1:0:leftover')
+    await redises[1].pexpire(key, 60000)
+    assert.equal(await sem.tryAcquire(), null)
+    assert.equal(await sem.count(), 1)
+    await Promise.all(redises.map((r) => r.del(key)))
+  })
+
+  test('slots granted apart from the majority\'s are given back at once', async () => {
+    const key = 'sem:rl-stray'
+    const sem = client().semaphore(key, { limit: 2, ttl: 5000 })
+    for (let round = 0; round < 6; round++) {
+      const now = await serverMs(redises[0])
+      // Node 0 alone has slot 0 taken: when an attempt starts at slot 0, node 0
+      // grants slot 1 while the other two grant slot 0.
+      await redises[0].zadd(key, now + 60000, '1:0:leftover')
+      const lock = await sem.acquire()
+      const uuid = lock.token.split(':')[2]
+      for (const [i, r] of redises.entries()) {
+        await waitFor(async () => {
+          const mine = (await members(r, key)).filter((m) => m.endsWith(`:${uuid}`))
+          return mine.length === 0 || (mine.length === 1 && mine[0] === lock.token)
+        }, { what: `node ${i} keeps only the holder's own member` })
+      }
+      await lock.release()
+      await Promise.all(redises.map((r) => r.del(key)))
+    }
+  })
+
+  test('renewed by the watchdog on every node; a holder removed from a majority is reported lost', async () => {
+    const sem = client().semaphore('sem:rl-renew', { limit: 2, ttl: 600 })
+    const seen = []
+    const lock = await sem.acquire({ onLost: (err) => seen.push(err.code) })
+    const until = Date.now() + 1500
+    await waitFor(() => Date.now() >= until, { timeout: 4000, what: 'several leases' })
+    assert.equal(lock.held, true)
+    for (const r of redises) {
+      const score = Number(await r.zscore('sem:rl-renew', lock.token))
+      assert.ok(score > (await serverMs(r)), 'the lease was moved forward on every node')
+    }
+    await redises[0].zrem('sem:rl-renew', lock.token)
+    await redises[1].zrem('sem:rl-renew', lock.token)
+    await aborted(lock.signal)
+    assert.equal(lock.signal.reason.code, 'ERR_LOCK_LOST')
+    await waitFor(() => seen.length === 1, { what: 'onLost' })
+    assert.deepEqual(seen, ['ERR_LOCK_LOST'])
+  })
+
+  test('a release wakes waiters on every node\'s notices', async () => {
+    const sem = client().semaphore('sem:rl-wake', { limit: 2, ttl: 10000 })
+    const other = client()
+    const holder = await sem.acquire({ permits: 2 })
+    const slow = { retryDelay: 5000, retryJitter: 0, waitTimeout: 8000 }
+    const s2 = other.semaphore('sem:rl-wake', { limit: 2, ttl: 10000 })
+    const w1 = s2.acquire(slow)
+    const w2 = s2.acquire(slow)
+    await waitFor(() => other.stats().contended >= 2, { what: 'two contended attempts' })
+    await new Promise((r) => setTimeout(r, 100))
+    const released = performance.now()
+    await holder.release()
+    const [l1, l2] = await Promise.all([w1, w2])
+    const took = performance.now() - released
+    assert.ok(took < 2500, `both waiters got a permit ${Math.round(took)} ms after the release`)
+    await l1.release()
+    await l2.release()
+  })
+
+  test('a node down votes against: permits are still granted by the other two; with two down, none', async () => {
+    const sem = client({ connectTimeout: 300, commandTimeout: 300 }).semaphore('sem:rl-down', { limit: 3, ttl: 3000 })
+    const one = await sem.acquire()
+    await servers[2].stop()
+    const two = await sem.acquire({ permits: 2, waitTimeout: 2000 })
+    assert.deepEqual([...slotsOf(one.token), ...slotsOf(two.token)].sort(), [0, 1, 2])
+    assert.equal(await sem.tryAcquire(), null)
+    assert.equal(await sem.count(), 3)
+    await two.release()
+    await one.release()
+    assert.equal(await sem.count(), 0)
+    await servers[1].stop()
+    await assert.rejects(sem.acquire({ waitTimeout: 500 }), (e) => /^ERR_LOCK_/.test(e.code) && e.code !== 'ERR_LOCK_TAKEN')
+  })
+})
+
+describe('five nodes (Redlock)', () => {
+  let servers
+  before(async () => {
+    servers = await Promise.all([0, 1, 2, 3, 4].map(() => startRedis()))
+  })
+  after(async () => {
+    await Promise.all(servers.map((s) => s.stop()))
+  })
+
+  test('concurrent holders of limit 3 (1 or 2 permits each) never exceed it, a node down or not', async () => {
     const nodes = servers.map((s) => s.url)
-    const a = new LockClient({ nodes })
-    const b = new LockClient({ nodes })
+    const clients = [0, 1, 2, 3].map(() => new LockClient({ nodes, connectTimeout: 300, commandTimeout: 300 }))
+    const limit = 3
+    let held = 0
+    let most = 0
+    let taken = 0
+    const over = []
+    const worker = async (c, i) => {
+      const sem = c.semaphore('sem:rl5', { limit, ttl: 2000 })
+      const stopAt = Date.now() + 2500
+      while (Date.now() < stopAt) {
+        const permits = 1 + ((i + taken) % 2)
+        const lock = await sem.acquire({ permits, waitTimeout: 5000, retryDelay: 20, retryJitter: 20 })
+        held += permits
+        taken++
+        most = Math.max(most, held)
+        if (held > limit) over.push(held)
+        await new Promise((r) => setTimeout(r, 2 + (i % 5)))
+        held -= permits
+        await lock.release()
+      }
+    }
     try {
-      // With a majority per holder, holders on different majorities could exceed a limit above 1.
-      assert.throws(() => a.semaphore('sem:rl', { limit: 2 }).acquire(), { code: 'ERR_INVALID_ARG_VALUE', message: /Redlock/ })
-      const semA = a.semaphore('sem:rl', { limit: 1, ttl: 3000 })
-      const semB = b.semaphore('sem:rl', { limit: 1, ttl: 3000 })
-      const one = await semA.acquire()
-      for (const r of redises) assert.equal(await r.zcard('sem:rl'), 1)
-      assert.equal(await semB.tryAcquire(), null)
-      assert.equal(await semA.count(), 1)
-      await servers[2].stop()
-      await one.release()
-      const two = await semB.acquire({ waitTimeout: 2000 })
-      assert.equal(await semA.count(), 1)
-      await two.release()
-      assert.equal(await semA.count(), 0)
+      const running = clients.flatMap((c, ci) => [0, 1, 2].map((j) => worker(c, ci * 3 + j)))
+      await new Promise((r) => setTimeout(r, 1000))
+      await servers[4].stop()
+      await Promise.all(running)
+      assert.deepEqual(over, [], 'never more than limit permits held')
+      assert.equal(most, limit, 'permits were held side by side up to the limit')
+      assert.ok(taken > 30, `${taken} acquisitions`)
+      assert.equal(await clients[0].semaphore('sem:rl5', { limit }).count(), 0)
     } finally {
-      await a.close()
-      await b.close()
+      await Promise.all(clients.map((c) => c.close()))
     }
   })
 })

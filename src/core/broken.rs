@@ -19,6 +19,9 @@ pub enum Broken {
     SwallowFailures,
     /// A semaphore's acquire script is told a limit one higher than asked for.
     SemOverLimit,
+    /// A semaphore on several nodes counts every node that granted some
+    /// slots, not only those that granted the same ones.
+    SemMinoritySlot,
 }
 
 #[cfg(feature = "broken-modes")]
@@ -32,6 +35,7 @@ pub fn mode() -> Broken {
             Ok("late-clock") => Broken::LateClock,
             Ok("swallow-failures") => Broken::SwallowFailures,
             Ok("sem-over-limit") => Broken::SemOverLimit,
+            Ok("sem-minority-slot") => Broken::SemMinoritySlot,
             _ => Broken::None,
         });
     *MODE
@@ -74,6 +78,11 @@ pub fn sem_limit(limit: u32) -> u32 {
     } else {
         limit
     }
+}
+
+/// `SemMinoritySlot`: a node's grant counts whatever slots it granted.
+pub fn slot_minority() -> bool {
+    mode() == Broken::SemMinoritySlot
 }
 
 /// `PlainDel`: the release as a plain `DEL` of whatever the keys hold.

@@ -194,15 +194,11 @@ impl Client {
         permits: u32,
         opts: &AcquireOptions,
     ) -> Result<Request> {
-        let permits = crate::core::semaphore::check_permits(limit, permits)?;
-        if self.inner.nodes.len() > 1 && limit > 1 {
-            // Holders each on a different majority can exceed the limit: 4 holders
-            // of limit 3 fit on 5 nodes with no node over 3. A safe quorum would
-            // be floor(N × limit / (limit + 1)) + 1 for acquiring and renewing.
-            return Err(LockError::invalid_value(
-                "limit",
-                "must be 1 for a semaphore on several nodes (Redlock): with a majority per holder, more than limit holders could hold at once",
-            ));
+        let mut permits = crate::core::semaphore::check_permits(limit, permits)?;
+        if self.inner.nodes.len() > 1 {
+            // Holders each on a different majority could exceed a count kept per
+            // node: on several nodes permits are numbered slots, each a mutex.
+            permits.kind = crate::core::acquire::Kind::Slots;
         }
         let mut request = self.prepare(vec![name], opts)?;
         request.permits = Some(permits);

@@ -29,6 +29,15 @@ pub static SEM_ACQUIRE: LazyLock<Script> =
 pub static SEM_COUNT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/sem_count.lua")));
 
+/// Takes permits of a semaphore on one of several nodes (Redlock) as numbered
+/// slots named in the holder's member, all or nothing.
+pub static SEM_SLOTS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/sem_slots.lua")));
+
+/// Removes what one attempt at a Redlock semaphore wrote, whatever slots it names.
+pub static SEM_UNDO: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/sem_undo.lua")));
+
 /// Takes a lock only when it is free and the caller is first in the line kept
 /// in Redis (leased places, so a departed waiter never wedges it).
 pub static FAIR_ACQUIRE: LazyLock<Script> =

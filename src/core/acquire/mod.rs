@@ -25,7 +25,7 @@ use crate::core::time::{later, ms_of};
 
 mod permits;
 mod queue;
-pub use permits::{Kind, Lease, Permits};
+pub use permits::{is_slot_attempt, Kind, Lease, Permits};
 use queue::Queued;
 
 /// A checked acquisition, ready to send.
@@ -49,6 +49,12 @@ struct Attempt {
     replicas: Option<u32>,
     /// Whether the script went out to each node (not when its connection failed).
     sent: Vec<bool>,
+    /// Nodes that answered as contended but wrote (a semaphore on several
+    /// nodes: slots other than the quorum's); empty for other attempts.
+    stray: Vec<bool>,
+    /// The token the holder keeps when it differs from the attempt's (a
+    /// semaphore on several nodes: the member naming its slots).
+    member: Option<String>,
 }
 
 impl Attempt {
@@ -56,7 +62,11 @@ impl Attempt {
     /// node did not answer "held by another" (then it provably wrote nothing).
     fn to_undo(&self) -> Vec<usize> {
         (0..self.answers.len())
-            .filter(|&i| self.sent[i] && !matches!(self.answers[i], NodeAnswer::Held { .. }))
+            .filter(|&i| {
+                self.sent[i]
+                    && (self.stray.get(i).copied().unwrap_or(false)
+                        || !matches!(self.answers[i], NodeAnswer::Held { .. }))
+            })
             .collect()
     }
 }
@@ -122,6 +132,7 @@ impl Inner {
             let validity = quorum::validity(spec.ttl, elapsed, drift);
             let verdict = quorum::acquired(&t, validity, spec.min_validity);
             if verdict == Acquired::Won && !cancel.is_cancelled() && self.ensure_open().is_ok() {
+                let token = attempt.member.clone().unwrap_or(token);
                 let state = Arc::new(LockState::new(NewLock {
                     id: self.next_id.fetch_add(1, Ordering::Relaxed),
                     keys,
@@ -303,6 +314,8 @@ impl Inner {
                 started,
                 replicas,
                 sent: vec![true],
+                stray: Vec::new(),
+                member: None,
             };
         }
         // Connect first (instant once connected), so that the validity clock,
@@ -361,6 +374,8 @@ impl Inner {
             started,
             replicas: None,
             sent,
+            stray: Vec::new(),
+            member: None,
         };
         fan.finish_in_background(self, Some((record, op)));
         attempt

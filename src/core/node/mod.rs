@@ -26,6 +26,7 @@ use crate::core::sync;
 
 pub use notices::NoticeSink;
 pub use ops::Renewal;
+pub use permits::SlotReply;
 
 /// What a node connects to.
 #[derive(Clone)]

@@ -59,6 +59,10 @@ impl Node {
     }
 
     pub async fn release(&self, keys: &[String], token: &str, timeout: Duration) -> NodeAnswer {
+        if let ([key], true) = (keys, crate::core::acquire::is_slot_attempt(token)) {
+            // An attempt at a semaphore on several nodes: its members name slots.
+            return self.undo_slots(key, token, "", timeout).await;
+        }
         let mut con = match self.connection_within(timeout).await {
             Ok(con) => con,
             Err(answer) => return answer,
