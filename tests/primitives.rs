@@ -190,3 +190,126 @@ async fn readers_share_a_writer_is_alone_and_fair_locks_refuse_redlock() {
         .expect("fair is refused with several nodes");
     assert_eq!(err.code, ErrorCode::InvalidArgValue);
 }
+
+/// The slots a Redlock holder's member names: "2:0-1.5:<uuid>" → [0, 1, 5].
+fn slots_of(member: &str) -> Vec<u32> {
+    let runs = member.split(':').nth(1).expect("a member naming its slots");
+    let mut out = Vec::new();
+    for run in runs.split('.') {
+        let (a, b) = run.split_once('-').unwrap_or((run, run));
+        let (a, b): (u32, u32) = (a.parse().expect("slot"), b.parse().expect("slot"));
+        out.extend(a..=b);
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_on_three_nodes_takes_distinct_slots_and_a_node_down_votes_against() {
+    let mut servers = [
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    ];
+    let mut cfg = config(&[&servers[0], &servers[1], &servers[2]]);
+    cfg.command_timeout = ms(300);
+    let k = format!("{}pool", cfg.key_prefix);
+    let locks = client(cfg);
+    let take = |permits: u32, o: AcquireOptions| {
+        let locks = locks.clone();
+        async move {
+            let request = locks
+                .prepare_permits("pool".into(), 3, permits, &o)
+                .expect("valid request");
+            locks
+                .acquire_prepared(request, CancellationToken::new())
+                .await
+        }
+    };
+    let two = take(2, once(5_000)).await.expect("two of three");
+    let one = take(1, once(5_000)).await.expect("the third permit");
+    let mut slots = [slots_of(two.token()), slots_of(one.token())].concat();
+    slots.sort_unstable();
+    assert_eq!(slots, [0, 1, 2], "three distinct slots");
+    assert_eq!(
+        take(1, once(5_000)).await.err().expect("full").code,
+        ErrorCode::Taken
+    );
+    for s in &servers {
+        let members: Vec<String> = s.query(redis::cmd("ZRANGE").arg(&k).arg(0).arg(-1)).await;
+        assert_eq!(members.len(), 2, "every node records both holders");
+    }
+    let count = locks.count_permits("pool").await.expect("counted");
+    assert_eq!((count.permits, count.holders), (3, 2));
+    // One node down: it votes against, the other two still grant and renew.
+    servers[2].kill();
+    assert!(two.release().await.expect("released on a quorum"));
+    let again = take(2, once(5_000))
+        .await
+        .expect("two nodes of three grant");
+    tokio::time::sleep(ms(300)).await;
+    assert_eq!(again.status(), Status::Held);
+    let count = locks.count_permits("pool").await.expect("counted");
+    assert_eq!((count.permits, count.holders), (3, 2));
+    // Two down: no quorum, for acquiring as for counting.
+    assert!(one.release().await.expect("released on a quorum"));
+    servers[1].kill();
+    let err = take(1, once(2_000)).await.err().expect("no quorum");
+    assert_ne!(err.code, ErrorCode::Taken);
+    assert!(locks.count_permits("pool").await.is_err());
+    locks.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_holders_on_three_nodes_never_exceed_the_limit() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+    let servers = [
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    ];
+    let cfg = config(&[&servers[0], &servers[1], &servers[2]]);
+    let clients: Vec<Client> = (0..3).map(|_| client(cfg.clone())).collect();
+    let held = Arc::new(AtomicU32::new(0));
+    let most = Arc::new(AtomicU32::new(0));
+    let taken = Arc::new(AtomicU32::new(0));
+    let mut tasks = Vec::new();
+    for (i, locks) in clients.iter().cycle().take(9).enumerate() {
+        let (locks, held, most, taken) = (locks.clone(), held.clone(), most.clone(), taken.clone());
+        tasks.push(tokio::spawn(async move {
+            let until = std::time::Instant::now() + ms(1_500);
+            while std::time::Instant::now() < until {
+                let permits = 1 + (i as u32 + taken.load(Ordering::Relaxed)) % 2;
+                let mut o = opts(2_000);
+                o.wait_timeout = Some(ms(5_000));
+                o.retry_delay = Some(ms(10));
+                o.retry_jitter = Some(ms(10));
+                let request = locks
+                    .prepare_permits("pool".into(), 3, permits, &o)
+                    .expect("valid request");
+                let lock = locks
+                    .acquire_prepared(request, CancellationToken::new())
+                    .await
+                    .expect("a permit within the wait");
+                let now = held.fetch_add(permits, Ordering::SeqCst) + permits;
+                most.fetch_max(now, Ordering::SeqCst);
+                taken.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(ms(3)).await;
+                held.fetch_sub(permits, Ordering::SeqCst);
+                lock.release().await.expect("released");
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("task");
+    }
+    assert_eq!(
+        most.load(Ordering::SeqCst),
+        3,
+        "held side by side up to the limit, never more"
+    );
+    assert!(taken.load(Ordering::Relaxed) > 20);
+    for c in clients {
+        c.close().await;
+    }
+}

@@ -25,6 +25,7 @@ const BROKEN_MODES = [
   { mode: 'swallow-failures', scenario: 9, topology: 'single', why: 'renewal failures swallowed: a holder whose key was deleted is never told' },
   { mode: 'swallow-failures', scenario: 5, topology: 'redlock', why: 'majority paused: holders are never told', fullOnly: true },
   { mode: 'sem-over-limit', scenario: 14, topology: 'single', why: 'a semaphore\'s acquire script enforces one permit too many: more than limit holders' },
+  { mode: 'sem-minority-slot', scenario: 14, topology: 'redlock', why: 'on several nodes, a slot granted by a minority counts: two holders believe the same slot' },
   { mode: 'sem-over-limit', scenario: 15, topology: 'single', why: 'the same off-by-one lets one reader in beside a writer' },
 ]
 

@@ -695,41 +695,72 @@ def(13, 'allkeys-lru eviction under maxmemory', ['single', 'redlock'], (d, topo,
   },
 }), ['single'])
 
-// Single node only: on several nodes a semaphore takes limit 1 alone (a mutex, covered above).
-def(14, 'semaphore: never more than limit permits held (contention, holders paused past their TTL)', ['single'], async (d, topo, tier, env) => {
+// On five nodes (Redlock) a semaphore's permits are numbered slots, each a
+// mutex a majority grants; the run adds the Redlock faults of scenario 4 (a
+// minority of nodes paused, or killed and back empty after the longest TTL).
+def(14, 'semaphore: never more than limit permits held (contention, holders paused past their TTL)', ['single', 'redlock'], async (d, topo, tier, env) => {
   const res = baseResult(d, topo, tier, 'safe')
-  const n = 1
+  const n = topo === 'single' ? 1 : 5
   const keys = ['sem']
   const ttl = 400
   const limit = 3
   return withCluster(n, env, async (ctx) => {
-    const { sess } = ctx
+    const { sess, cluster } = ctx
     const workers = 8
     for (let i = 0; i < workers; i++) {
-      sess.spawn({ api: 'semaphore', limit, maxPermits: 2, nodes: ctx.cluster.urls(), keys, ttl, holdMs: 5 + (i % 4) * 10, duration: T(tier, 3000, 20000), waitTimeout: 10000 })
+      sess.spawn({ api: 'semaphore', limit, maxPermits: 2, nodes: cluster.urls(), keys, ttl, holdMs: 5 + (i % 4) * 10, duration: T(tier, 3000, 20000), waitTimeout: 10000 })
     }
     // A holder paused past its lease: its permits are reclaimed; it must be told once it runs again.
     const rounds = T(tier, 1, 4)
     let paused = 0
+    let nodeFaults = 0
     let after = 0n
     for (let r = 0; r < rounds; r++) {
       const ok = await sess.waitEvent((e) => e.ev === 'acquire_ok' && BigInt(e.t) > after, 8000, { past: false })
       if (!ok) break
       const w = sess.workers.get(ok.w)
       sess.signal(w, 'SIGSTOP')
+      if (n === 5) {
+        // Meanwhile a minority of nodes: one paused, one killed.
+        cluster.pause((2 * r) % 5)
+        await cluster.kill((2 * r + 1) % 5)
+      }
       await sleep(ttl * 2.5)
       sess.signal(w, 'SIGCONT')
+      if (n === 5) {
+        cluster.resume((2 * r) % 5)
+        // Back empty, after the longest TTL (holders granted meanwhile were never counted on it).
+        await cluster.start((2 * r + 1) % 5)
+        nodeFaults++
+      }
       paused++
       await sess.waitEvent((e) => (e.ev === 'lost' || e.ev === 'release_sent') && e.tok === ok.tok, 3000)
       after = BigInt(String(now()))
     }
     await Promise.all([...sess.workers.values()].map((w) => within(w.exited, T(tier, 3000, 20000) + 15000)))
     const fin = await finish(ctx, keys, { maxTtl: ttl })
-    const permitsHeld = fin.report.intervals.filter((iv) => iv.limit).length
-    if (permitsHeld < 10) res.violations.push(`only ${permitsHeld} holders: too little contention to check`)
-    return fill(res, fin, { workers, limit, paused, holders: permitsHeld })
+    const ivs = fin.report.intervals.filter((iv) => iv.limit)
+    if (ivs.length < 10) res.violations.push(`only ${ivs.length} holders: too little contention to check`)
+    // Permits side by side: at some instant more than one holder (else the limit was never under test).
+    const most = mostHeld(ivs)
+    if (most < limit) res.violations.push(`at most ${most} permits were ever held at once: the limit of ${limit} was never reached`)
+    return fill(res, fin, { workers, limit, paused, nodeFaults, holders: ivs.length, mostHeld: most })
   })
-}, ['single'])
+})
+
+/** The most permits the belief intervals ever add up to at one instant. */
+function mostHeld(ivs) {
+  const edges = []
+  for (const iv of ivs) if (iv.end > iv.start) edges.push({ t: iv.start, d: iv.permits }, { t: iv.end, d: -iv.permits })
+  edges.sort((a, b) => a.t - b.t || a.d - b.d)
+  let held = 0
+  let most = 0
+  for (const e of edges) {
+    held += e.d
+    most = Math.max(most, held)
+  }
+  return most
+}
 
 def(15, 'read-write lock: never a writer beside anyone (contention, holders paused past their TTL)', ['single', 'redlock'], async (d, topo, tier, env) => {
   const res = baseResult(d, topo, tier, 'safe')
