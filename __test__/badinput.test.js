@@ -137,3 +137,26 @@ test('a polluted Object.prototype does not change any lock', async () => {
     delete Object.prototype.retryCount
   }
 })
+
+test('semaphores: limit, permits and fn are checked synchronously with a code, on one node and on several', async () => {
+  // Several nodes that are never reached: the arguments are refused before any I/O.
+  const redlock = new LockClient({ nodes: ['redis://127.0.0.1:1', 'redis://127.0.0.1:2', 'redis://127.0.0.1:3'] })
+  try {
+    for (const c of [locks, redlock]) {
+      for (const [limit, code] of [[0, RANGE], [-1, RANGE], [1.5, RANGE], [NaN, RANGE], [100001, RANGE], ['3', TYPE], [null, TYPE]]) {
+        assert.throws(() => c.semaphore('bad:sem', { limit }), { code }, `limit ${limit}`)
+      }
+      assert.throws(() => c.semaphore('bad:sem', {}), { code: VALUE })
+      const sem = c.semaphore('bad:sem', { limit: 3 })
+      for (const [permits, code] of [[0, RANGE], [4, RANGE], [1.5, RANGE], [2.0000001, RANGE], [-1, RANGE], [NaN, RANGE], [Infinity, RANGE], ['2', TYPE], [null, TYPE], [2n, TYPE]]) {
+        assert.throws(() => sem.acquire({ permits }), { code }, `acquire permits ${String(permits)}`)
+        assert.throws(() => sem.tryAcquire({ permits }), { code }, `tryAcquire permits ${String(permits)}`)
+        assert.throws(() => sem.withPermit(() => 1, { permits }), { code }, `withPermit permits ${String(permits)}`)
+      }
+      for (const fn of [undefined, null, 'fn', {}]) assert.throws(() => sem.withPermit(fn), { code: TYPE })
+      assert.throws(() => sem.acquire({ ttl: 0 }), { code: RANGE })
+    }
+  } finally {
+    await redlock.close()
+  }
+})

@@ -306,6 +306,14 @@ describe('three nodes (Redlock)', () => {
     await l2.release()
   })
 
+  test('a key that is not a semaphore: a typed error, the key untouched', async () => {
+    const c = client()
+    const lock = await c.acquire('sem:rl-plain')
+    await assert.rejects(c.semaphore('sem:rl-plain', { limit: 2 }).acquire({ waitTimeout: 200 }), (e) => /^ERR_LOCK_/.test(e.code))
+    for (const r of redises) assert.equal(await r.get('sem:rl-plain'), lock.token)
+    await lock.release()
+  })
+
   test('a node down votes against: permits are still granted by the other two; with two down, none', async () => {
     const sem = client({ connectTimeout: 300, commandTimeout: 300 }).semaphore('sem:rl-down', { limit: 3, ttl: 3000 })
     const one = await sem.acquire()
