@@ -128,9 +128,12 @@ export declare class Semaphore {
   tryAcquire(options?: PermitOptions): Promise<Lock | null>
   /** Takes the permits, runs `fn(signal, lock)`, always releases; rejects ERR_LOCK_LOST if they were lost meanwhile. */
   withPermit<T>(fn: LockedFn<T>, options?: PermitOptions): Promise<Awaited<T>>
-  /** Permits held now by unexpired holders, as a quorum of nodes counts them. */
+  /**
+   * Permits held now by unexpired holders, as a quorum of nodes counts them
+   * (on several nodes: the holders that at least a quorum of nodes record).
+   */
   count(): Promise<number>
-  /** What is held now, as a quorum of nodes counts it. */
+  /** What is held now, as a quorum of nodes counts it (see `count`). */
   inspect(): Promise<SemaphoreCount & { limit: number }>
 }
 
@@ -228,7 +231,8 @@ export declare class LockClient extends EventEmitter implements AsyncDisposable 
    * every process; each holder has its own token and lease, renewed by the
    * native watchdog. The other options are defaults for its acquisitions.
    * Every user of one key must give the same `limit`. On several nodes
-   * (Redlock) only `limit: 1` is accepted (ERR_INVALID_ARG_VALUE otherwise).
+   * (Redlock) the permits are `limit` numbered slots, each a mutex a majority
+   * of nodes grants, so the limit holds under Redlock's own fault model.
    */
   semaphore(key: string, options: SemaphoreOptions): Semaphore
   /**

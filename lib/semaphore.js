@@ -93,7 +93,10 @@ class Semaphore {
     return this.#client[kWithLock](this.#start(options, false), fn)
   }
 
-  /** Permits held now by holders whose lease has not ended (as a quorum counts them). */
+  /**
+   * Permits held now by holders whose lease has not ended (as a quorum counts
+   * them: on several nodes, the holders that at least a quorum of nodes record).
+   */
   count() {
     return this.inspect().then((c) => c.permits)
   }

@@ -12,7 +12,9 @@ use crate::binding::options::AcquireOptions;
 use crate::binding::settle::settle_later;
 use crate::core::config::whole_number;
 
-/// Permits held in a semaphore, as a quorum of nodes counts them.
+/// Permits held in a semaphore, as a quorum of nodes counts them: on one node
+/// its count; on several nodes (Redlock) the holders that at least a quorum of
+/// nodes record, and their permits.
 #[napi(object)]
 pub struct SemaphoreCount {
     /// Permits held by holders whose lease has not ended.

@@ -19,8 +19,8 @@ pub enum Broken {
     SwallowFailures,
     /// A semaphore's acquire script is told a limit one higher than asked for.
     SemOverLimit,
-    /// A semaphore on several nodes counts every node that granted some
-    /// slots, not only those that granted the same ones.
+    /// A semaphore on several nodes takes slots that one node granted: every
+    /// node that answered counts once any did.
     SemMinoritySlot,
 }
 
@@ -80,7 +80,7 @@ pub fn sem_limit(limit: u32) -> u32 {
     }
 }
 
-/// `SemMinoritySlot`: a node's grant counts whatever slots it granted.
+/// `SemMinoritySlot`: slots granted by a minority (one node) count.
 pub fn slot_minority() -> bool {
     mode() == Broken::SemMinoritySlot
 }

@@ -121,13 +121,13 @@ pub(super) fn slot_verdict(replies: &[SlotReply]) -> SlotVerdict {
             Some((_, bn)) if bn >= n => b,
             _ => Some((m, n)),
         });
-    let minority = broken::slot_minority();
+    // (Broken on purpose: once any node granted, every node that answered counts.)
+    let minority = best.is_some() && broken::slot_minority();
     let answers = replies
         .iter()
         .map(|r| match r {
-            SlotReply::Granted(m) if minority || best.is_some_and(|(b, _)| b == m) => {
-                NodeAnswer::Ok
-            }
+            SlotReply::Granted(_) | SlotReply::Busy(_) if minority => NodeAnswer::Ok,
+            SlotReply::Granted(m) if best.is_some_and(|(b, _)| b == m) => NodeAnswer::Ok,
             SlotReply::Granted(_) => NodeAnswer::Held { pttl_ms: None },
             SlotReply::Busy(wait) => NodeAnswer::Held { pttl_ms: *wait },
             SlotReply::Failed(answer) => answer.clone(),
