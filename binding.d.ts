@@ -340,7 +340,11 @@ export interface NodeReport {
   detail: string
 }
 
-/** Permits held in a semaphore, as a quorum of nodes counts them. */
+/**
+ * Permits held in a semaphore, as a quorum of nodes counts them: on one node
+ * its count; on several nodes (Redlock) the holders that at least a quorum of
+ * nodes record, and their permits.
+ */
 export interface SemaphoreCount {
   /** Permits held by holders whose lease has not ended. */
   permits: number
