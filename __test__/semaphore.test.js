@@ -215,6 +215,24 @@ describe('three nodes (Redlock)', () => {
     for (const r of redises) assert.equal(await r.zcard('sem:rl3'), 0)
   })
 
+  test('withPermit and tryAcquire: the result passes through, the slots are given back', async () => {
+    const sem = client().semaphore('sem:rl-with', { limit: 2, ttl: 5000 })
+    const got = await sem.withPermit(async (signal, lock) => {
+      assert.equal(signal.aborted, false)
+      assert.deepEqual(slotsOf(lock.token).length, 2)
+      assert.equal(await sem.tryAcquire(), null, 'both permits are taken')
+      return 'result'
+    }, { permits: 2 })
+    assert.equal(got, 'result')
+    for (const r of redises) assert.equal(await r.zcard('sem:rl-with'), 0)
+    await assert.rejects(sem.withPermit(async () => {
+      throw new Error('inside')
+    }), { message: 'inside' })
+    const lock = await sem.tryAcquire({ permits: 2 })
+    assert.ok(lock)
+    await lock.release()
+  })
+
   test('permits 2 of 3 are all or nothing: two and two never fit', async () => {
     const sem = client().semaphore('sem:rl-many', { limit: 3, ttl: 5000 })
     const two = await sem.acquire({ permits: 2 })

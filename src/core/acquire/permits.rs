@@ -2,6 +2,10 @@
 //! script differs (a sorted set of holders by lease end instead of `SET NX`),
 //! and the token carries the permits it holds (`<permits>:<uuid>`), so the
 //! shared renewal and release scripts need nothing else to know about it.
+//! On several nodes (Redlock) the permits are numbered slots: each node
+//! writes a member naming the slots it granted (`<permits>:<slots>:<uuid>`),
+//! the member a quorum granted becomes the holder's token, and the same
+//! scripts renew and release it.
 
 use std::sync::Arc;
 use std::time::Instant;
