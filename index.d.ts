@@ -4,6 +4,7 @@
 import type { EventEmitter } from 'node:events'
 import type {
   AcquireOptions as NativeAcquireOptions,
+  ClusterNode,
   LockClientOptions as NativeLockClientOptions,
   LockInspection,
   LockStats,
@@ -11,7 +12,7 @@ import type {
   SemaphoreCount,
 } from './binding'
 
-export type { LockStats }
+export type { ClusterNode, LockStats }
 
 /** PEM text, as a string or a Buffer (or a list of them for `ca`). */
 export type Pem = string | Buffer | ReadonlyArray<string | Buffer>

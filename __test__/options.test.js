@@ -25,7 +25,14 @@ function fields(name) {
 }
 
 /** How validate.js names each TS type of the binding. */
-const AS_JS = { number: 'number', boolean: 'boolean', string: 'string', 'Array<string>': 'string[]', TlsOptions: 'object' }
+const AS_JS = {
+  number: 'number',
+  boolean: 'boolean',
+  string: 'string',
+  'Array<string>': 'string[]',
+  'Array<string | ClusterNode>': 'node[]',
+  TlsOptions: 'object',
+}
 
 function expected(name) {
   return Object.fromEntries(Object.entries(fields(name)).map(([k, t]) => [k, AS_JS[t] ?? `unmapped TS type ${t}`]))

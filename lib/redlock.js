@@ -141,20 +141,21 @@ function clusterOf(client) {
   return { seeds, keyPrefix: o.keyPrefix || '' }
 }
 
-/** One LockClient for the members: plain nodes form a quorum; one Cluster member is one cluster node. */
+/**
+ * One LockClient for the members, one lock node each: a plain client is a
+ * Redis master, an ioredis `Cluster` a whole cluster (keys routed by slot).
+ */
 function lockClientFor(clients, driftFactor) {
-  const clusters = clients.map(clusterOf)
-  if (clusters.some(Boolean)) {
-    if (clients.length !== 1) {
-      throw invalidValue('clients', 'may hold a Redis Cluster only as its only member (a quorum of clusters is not supported)')
-    }
-    return new LockClient({ cluster: clusters[0].seeds, keyPrefix: clusters[0].keyPrefix, driftFactor })
-  }
-  const conns = clients.map((c, i) => connectionOf(c, `clients[${i}]`))
-  const tls = conns.find((c) => c.tls)
+  const members = clients.map((c, i) => {
+    const cluster = clusterOf(c)
+    if (cluster) return { node: { cluster: cluster.seeds }, keyPrefix: cluster.keyPrefix }
+    const conn = connectionOf(c, `clients[${i}]`)
+    return { node: conn.url, keyPrefix: conn.keyPrefix, tls: conn.tls }
+  })
+  const tls = members.find((m) => m.tls)
   return new LockClient({
-    nodes: conns.map((c) => c.url),
-    keyPrefix: conns[0].keyPrefix || '',
+    nodes: members.map((m) => m.node),
+    keyPrefix: members[0].keyPrefix || '',
     driftFactor,
     ...(tls ? { tls: tls.tls } : {}),
   })
@@ -170,7 +171,7 @@ class Redlock extends EventEmitter {
 
   /**
    * @param clients ioredis clients (or node-redis clients, URLs, options), one per
-   *   independent Redis master, or one ioredis `Cluster`.
+   *   independent Redis master; an ioredis `Cluster` is one member too.
    */
   constructor(clients, settings = {}, scripts = {}) {
     super()
@@ -335,7 +336,7 @@ class Redlock extends EventEmitter {
    * lease of `ttl` ms. null without resources; false when the keys are gone or
    * hold another value.
    */
-  async #innerOf(lock, ttl) {
+  async #innerOf(lock, ttl, lostVotes = false) {
     const known = innerOf.get(lock)
     if (known) return known
     if (lock.resources.length === 0) return null
@@ -345,7 +346,9 @@ class Redlock extends EventEmitter {
       innerOf.set(lock, inner)
       return inner
     } catch (e) {
-      if (e && e.code === 'ERR_LOCK_LOST') return false
+      // With `lostVotes`, the error goes on: its per-node answers are the votes
+      // (a member that still holds the value voted for, one held by another against).
+      if (e && e.code === 'ERR_LOCK_LOST' && !(lostVotes && Array.isArray(e.nodes) && e.nodes.length > 0)) return false
       throw e
     }
   }
@@ -427,7 +430,7 @@ class Redlock extends EventEmitter {
         return true
       }
       // A Lock rebuilt from a stored value: adopting it is the token-checked extend.
-      inner = await this.#innerOf(existing, duration)
+      inner = await this.#innerOf(existing, duration, true)
       return inner === false ? false : true
     }, false, () => inner), settings)
     if (inner === false) inner = undefined

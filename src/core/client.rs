@@ -49,20 +49,15 @@ impl Client {
     pub fn new(cfg: ClientConfig, hook: Option<EventHook>) -> Result<Client> {
         cfg.validate()?;
         let mut nodes: Vec<Node> = Vec::with_capacity(cfg.nodes.len());
-        if cfg.cluster {
-            nodes.push(Node::for_cluster(
-                &cfg.nodes,
-                cfg.tls.as_ref(),
-                cfg.connect_timeout,
-                cfg.command_timeout,
-            )?);
-        }
-        for url in cfg.nodes.iter().filter(|_| !cfg.cluster) {
-            let node = Node::for_url(url, cfg.tls.as_ref(), cfg.connect_timeout)?;
-            if nodes.iter().any(|n| n.name == node.name) {
+        for spec in &cfg.nodes {
+            let node = Node::for_spec(spec, &cfg)?;
+            if let Some(twice) = node
+                .addresses()
+                .find(|a| nodes.iter().any(|n| n.addresses().any(|b| b == *a)))
+            {
                 return Err(LockError::invalid_value(
                     "nodes",
-                    &format!("lists {} twice; Redlock needs independent nodes", node.name),
+                    &format!("lists {twice} twice; Redlock needs independent nodes"),
                 ));
             }
             nodes.push(node);
@@ -114,7 +109,7 @@ impl Client {
         }
         let names = lock_keys(keys)?;
         let cfg = &self.inner.cfg;
-        if cfg.cluster {
+        if cfg.has_cluster() {
             // One script must reach every key, so they must live in one hash slot.
             let keys = keys::prefixed(&cfg.key_prefix, &names);
             let fences: Vec<String> = if cfg.fencing {
