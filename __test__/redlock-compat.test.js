@@ -832,6 +832,71 @@ compat('three instances', [
     },
   },
   {
+    name: 'a Lock rebuilt from its value extends and releases where it still holds; a member held by another owner votes against',
+    async body({ Redlock, Lock, ResourceLockedError }) {
+      const cs = await members(3)
+      const [a, b, c] = cs
+      const redlock = new Redlock(cs, { retryCount: 0 })
+      const held = await redlock.acquire(['{redlock}r'], 10000)
+      await eventually(async () => assert.equal(await c.get('{redlock}r'), held.value))
+      await c.set('{redlock}r', 'someone else')
+      const rebuilt = new Lock(redlock, ['{redlock}r'], held.value, [], held.expiration)
+      const extended = await rebuilt.extend(20000)
+      assert.equal(extended.value, held.value)
+      assert.equal(rebuilt.expiration, 0)
+      const [s] = await statsOf(extended.attempts)
+      assert.deepEqual(who(s.votesFor, cs), [0, 1])
+      assert.deepEqual(who(s.votesAgainst, cs), [2])
+      assert.ok(s.votesAgainst.get(c) instanceof ResourceLockedError)
+      assert.equal(s.votesAgainst.get(c).message, locked(1))
+      await eventually(async () => {
+        for (const x of [a, b]) assert.ok((await x.pttl('{redlock}r')) > 10000)
+      })
+      assert.equal(await c.get('{redlock}r'), 'someone else')
+      assert.equal(await c.pttl('{redlock}r'), -1)
+      const { attempts } = await extended.release()
+      const [r] = await statsOf(attempts)
+      assert.deepEqual(who(r.votesFor, cs), [0, 1])
+      assert.deepEqual(who(r.votesAgainst, cs), [2])
+      await gone([a, b], '{redlock}r')
+      assert.equal(await c.get('{redlock}r'), 'someone else')
+      await done(redlock, cs)
+    },
+  },
+  {
+    name: 'a Lock rebuilt from its value cannot be extended when a majority is held by another owner',
+    async body({ Redlock, Lock, ExecutionError, ResourceLockedError }) {
+      const cs = await members(3)
+      const [a, b, c] = cs
+      const redlock = new Redlock(cs, { retryCount: 2, retryDelay: 10, retryJitter: 0 })
+      const held = await redlock.acquire(['{redlock}q'], 10000)
+      await eventually(async () => assert.equal(await c.get('{redlock}q'), held.value))
+      await b.set('{redlock}q', 'other1')
+      await c.set('{redlock}q', 'other2')
+      const rebuilt = new Lock(redlock, ['{redlock}q'], held.value, [], held.expiration)
+      const e = await rejection(rebuilt.extend(20000))
+      assert.ok(e instanceof ExecutionError)
+      assert.equal(e.message, QUORUM_MESSAGE)
+      await checkAttempts(null, e.attempts, {
+        size: 3,
+        membership: 3,
+        against: (s) => {
+          assert.deepEqual(who(s.votesFor, cs), [0])
+          assert.deepEqual(who(s.votesAgainst, cs), [1, 2])
+          for (const v of s.votesAgainst.values()) {
+            assert.ok(v instanceof ResourceLockedError)
+            assert.equal(v.message, locked(1))
+          }
+        },
+      })
+      // The member that still held the value was extended, as redlock's script does.
+      assert.ok((await a.pttl('{redlock}q')) > 10000)
+      assert.equal(await b.get('{redlock}q'), 'other1')
+      assert.equal(await c.get('{redlock}q'), 'other2')
+      await done(redlock, cs)
+    },
+  },
+  {
     name: 'exclusive across instances: a second Redlock on the same clients cannot take a held resource',
     async body({ Redlock, ExecutionError }) {
       const cs = await members(3)
@@ -962,35 +1027,171 @@ compat('one ioredis Cluster member', [
       await done(redlock, [redis])
     },
   },
+  {
+    name: 'locks automatically expire',
+    async body({ Redlock }) {
+      const [redis] = await clusterMembers(1)
+      const redlock = new Redlock([redis], { retryCount: 0 })
+      const lock = await redlock.acquire(['{redlock}e'], 200)
+      assert.equal(await redis.get('{redlock}e'), lock.value)
+      await waitFor(async () => (await redis.exists('{redlock}e')) === 0, { timeout: 2000, what: 'expiry' })
+      const lock2 = await redlock.acquire(['{redlock}e'], 200)
+      assert.equal(await redis.get('{redlock}e'), lock2.value)
+      assert.notEqual(lock2.value, lock.value)
+      await lock2.release()
+      assert.equal(await redis.get('{redlock}e'), null)
+      await done(redlock, [redis])
+    },
+  },
+  {
+    name: 'using is exclusive: concurrent routines on one resource never overlap',
+    async body({ Redlock }) {
+      const [redis] = await clusterMembers(1)
+      const redlock = new Redlock([redis])
+      let inside = 0
+      let most = 0
+      const routine = async (signal) => {
+        inside++
+        most = Math.max(most, inside)
+        const value = await redis.get('{redlock}y')
+        await sleep(400)
+        assert.equal(signal.aborted, false)
+        assert.equal(signal.error, undefined)
+        assert.equal(await redis.get('{redlock}y'), value)
+        inside--
+        return value
+      }
+      const settings = { automaticExtensionThreshold: 100 }
+      const [a, b] = await Promise.all([
+        redlock.using(['{redlock}y'], 1000, settings, routine),
+        redlock.using(['{redlock}y'], 1000, settings, routine),
+      ])
+      assert.equal(most, 1)
+      assert.notEqual(a, b)
+      assert.equal(await redis.get('{redlock}y'), null)
+      await done(redlock, [redis])
+    },
+  },
 ])
 
 compat('three ioredis Cluster members', [
   {
-    name: 'acquires, extends and releases on every cluster; a majority holding the resource fails',
-    todo: { 'lockdog/redlock': 'the core takes one Redis Cluster as one node, not several clusters in a quorum' },
-    async body({ Redlock, ExecutionError, ResourceLockedError }) {
+    name: 'acquires, extends and releases a single lock on every cluster',
+    async body({ Redlock }) {
       const cs = await clusterMembers(3)
-      const redlock = new Redlock(cs, { retryCount: 2, retryDelay: 20 })
+      const redlock = new Redlock(cs)
       let lock = await redlock.acquire(['{redlock}a'], HUGE)
       await eventually(async () => {
-        for (const c of cs) assert.equal(await c.get('{redlock}a'), lock.value)
+        for (const c of cs) {
+          assert.equal(await c.get('{redlock}a'), lock.value)
+          assert.equal(bucket(await c.pttl('{redlock}a')), bucket(HUGE))
+        }
       })
+      await checkAttempts(null, lock.attempts, { size: 1, membership: 3, against: (s) => assert.deepEqual(who(s.votesFor, cs), [0, 1, 2]) })
       lock = await lock.extend(3 * HUGE)
       await eventually(async () => {
-        for (const c of cs) assert.equal(bucket(await c.pttl('{redlock}a')), bucket(3 * HUGE))
+        for (const c of cs) {
+          assert.equal(await c.get('{redlock}a'), lock.value)
+          assert.equal(bucket(await c.pttl('{redlock}a')), bucket(3 * HUGE))
+        }
       })
       await lock.release()
       await gone(cs, '{redlock}a')
-      await cs[1].set('{redlock}c', 'other1')
-      await cs[2].set('{redlock}c', 'other2')
+      await done(redlock, cs)
+    },
+  },
+  {
+    name: 'succeeds when a minority of clusters hold the resource, and leaves their value and PTTL alone',
+    async body({ Redlock, ResourceLockedError }) {
+      const cs = await clusterMembers(3)
+      const [a, b, c] = cs
+      const redlock = new Redlock(cs)
+      await c.set('{redlock}b', 'other')
+      let lock = await redlock.acquire(['{redlock}b'], HUGE)
+      await eventually(async () => {
+        for (const x of [a, b]) {
+          assert.equal(await x.get('{redlock}b'), lock.value)
+          assert.equal(bucket(await x.pttl('{redlock}b')), bucket(HUGE))
+        }
+      })
+      assert.equal(await c.get('{redlock}b'), 'other')
+      assert.equal(await c.pttl('{redlock}b'), -1)
+      const [s] = await statsOf(lock.attempts)
+      assert.deepEqual(who(s.votesFor, cs), [0, 1])
+      assert.ok(s.votesAgainst.get(c) instanceof ResourceLockedError)
+      lock = await lock.extend(3 * HUGE)
+      await eventually(async () => {
+        for (const x of [a, b]) assert.equal(bucket(await x.pttl('{redlock}b')), bucket(3 * HUGE))
+      })
+      assert.equal(await c.get('{redlock}b'), 'other')
+      assert.equal(await c.pttl('{redlock}b'), -1)
+      await lock.release()
+      await gone([a, b], '{redlock}b')
+      assert.equal(await c.get('{redlock}b'), 'other')
+      await done(redlock, cs)
+    },
+  },
+  {
+    name: 'fails when a majority of clusters hold the resource: 11 attempts of ResourceLockedError votes, nothing left behind',
+    async body({ Redlock, ExecutionError, ResourceLockedError }) {
+      const cs = await clusterMembers(3)
+      const [a, b, c] = cs
+      const redlock = new Redlock(cs)
+      await b.set('{redlock}c', 'other1')
+      await c.set('{redlock}c', 'other2')
       const e = await rejection(redlock.acquire(['{redlock}c'], HUGE))
       assert.ok(e instanceof ExecutionError)
       await checkAttempts(null, e.attempts, {
-        size: 3,
+        size: 11,
         membership: 3,
-        against: (s) => { for (const v of s.votesAgainst.values()) assert.ok(v instanceof ResourceLockedError) },
+        against: (s) => {
+          assert.ok(s.votesAgainst.has(b) && s.votesAgainst.has(c))
+          for (const v of s.votesAgainst.values()) {
+            assert.ok(v instanceof ResourceLockedError)
+            assert.equal(v.message, locked(1))
+          }
+        },
       })
-      assert.equal(await cs[0].get('{redlock}c'), null)
+      await waitFor(async () => (await a.get('{redlock}c')) === null, { what: 'the partial hold released' })
+      assert.equal(await b.get('{redlock}c'), 'other1')
+      assert.equal(await c.get('{redlock}c'), 'other2')
+      await done(redlock, cs)
+    },
+  },
+])
+
+compat('a plain instance and two ioredis Cluster members', [
+  {
+    name: 'acquires, extends and releases a multi-resource lock; a cluster holding it votes against',
+    async body({ Redlock, ResourceLockedError }) {
+      await flush(servers)
+      const plain = client(servers[0])
+      open.push(plain)
+      const cs = [plain, ...await clusterMembers(2)]
+      const [, b, c] = cs
+      const redlock = new Redlock(cs)
+      const keys = ['{redlock}m1', '{redlock}m2']
+      let lock = await redlock.acquire(keys, HUGE)
+      await eventually(async () => {
+        for (const x of cs) for (const k of keys) assert.equal(await x.get(k), lock.value)
+      })
+      lock = await lock.extend(3 * HUGE)
+      await eventually(async () => {
+        for (const x of cs) for (const k of keys) assert.equal(bucket(await x.pttl(k)), bucket(3 * HUGE))
+      })
+      await lock.release()
+      for (const k of keys) await gone(cs, k)
+      await c.set('{redlock}m2', 'other')
+      lock = await redlock.acquire(keys, 10000)
+      const [s] = await statsOf(lock.attempts)
+      assert.deepEqual(who(s.votesFor, cs), [0, 1])
+      assert.deepEqual(who(s.votesAgainst, cs), [2])
+      assert.ok(s.votesAgainst.get(c) instanceof ResourceLockedError)
+      assert.equal(s.votesAgainst.get(c).message, locked(2))
+      await eventually(async () => assert.equal(await b.get('{redlock}m1'), lock.value))
+      assert.equal(await c.get('{redlock}m1'), null)
+      assert.equal(await c.get('{redlock}m2'), 'other')
+      await lock.release()
       await done(redlock, cs)
     },
   },

@@ -132,13 +132,14 @@ function clusterOf(client) {
   if (!client || typeof client !== 'object' || client.isCluster !== true) return null
   const o = client.options || {}
   const auth = o.redisOptions || {}
+  const tls = auth.tls ? { tls: auth.tls } : {}
   const seeds = (client.startupNodes || []).map((n) => {
     if (typeof n === 'string') return n.includes('://') ? n : `redis://${n}`
     if (typeof n === 'number') return `redis://127.0.0.1:${n}`
-    return connectionOf({ host: n.host, port: n.port, username: auth.username, password: auth.password }).url
+    return connectionOf({ host: n.host, port: n.port, username: auth.username, password: auth.password, ...tls }).url
   })
   if (seeds.length === 0) throw invalidValue('clients', 'holds an ioredis Cluster without startup nodes')
-  return { seeds, keyPrefix: o.keyPrefix || '' }
+  return { seeds, keyPrefix: o.keyPrefix || '', tls: auth.tls ? connectionOf({ host: '127.0.0.1', ...tls }).tls : undefined }
 }
 
 /**
@@ -148,10 +149,14 @@ function clusterOf(client) {
 function lockClientFor(clients, driftFactor) {
   const members = clients.map((c, i) => {
     const cluster = clusterOf(c)
-    if (cluster) return { node: { cluster: cluster.seeds }, keyPrefix: cluster.keyPrefix }
+    if (cluster) return { node: { cluster: cluster.seeds }, keyPrefix: cluster.keyPrefix, tls: cluster.tls }
     const conn = connectionOf(c, `clients[${i}]`)
     return { node: conn.url, keyPrefix: conn.keyPrefix, tls: conn.tls }
   })
+  const prefixes = new Set(members.map((m) => m.keyPrefix || ''))
+  if (prefixes.size > 1) {
+    throw invalidValue('clients', `must share one keyPrefix (lockdog applies one on every member); got ${[...prefixes].map((p) => JSON.stringify(p)).join(', ')}`)
+  }
   const tls = members.find((m) => m.tls)
   return new LockClient({
     nodes: members.map((m) => m.node),

@@ -71,6 +71,8 @@ function pick(options, schema, name = 'options') {
 }
 
 const NODE = 'a Redis URL string or { cluster: string[] }'
+/** The fields of a cluster member of `nodes`, with their types. */
+const CLUSTER_NODE = { cluster: 'string[]' }
 
 /**
  * The `nodes` option, checked and copied: each member a master's URL or
@@ -83,8 +85,8 @@ function nodeList(value, name) {
     const at = `${name}[${i}]`
     if (typeof member !== 'object' || member === null || Array.isArray(member)) throw invalidType(at, NODE, member)
     for (const field of Object.keys(member)) {
-      if (field !== 'cluster' && member[field] !== undefined) {
-        throw invalidValue(`${at}.${field}`, 'is not a known field of a node (known: cluster)')
+      if (!Object.hasOwn(CLUSTER_NODE, field) && member[field] !== undefined) {
+        throw invalidValue(`${at}.${field}`, `is not a known field of a node (known: ${Object.keys(CLUSTER_NODE).join(', ')})`)
       }
     }
     const seeds = member.cluster
@@ -176,4 +178,4 @@ function tlsOption(tls) {
   return out
 }
 
-module.exports = { keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, ACQUIRE_LOCK, ADOPT, CLIENT, CLIENT_JS, TLS_FIELDS }
+module.exports = { keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, ACQUIRE_LOCK, ADOPT, CLIENT, CLIENT_JS, CLUSTER_NODE, TLS_FIELDS }
