@@ -40,6 +40,12 @@ export declare class NativeClient {
    */
   forceRelease(key: string): Promise<number>
   /**
+   * Deletes the lock on `keys` wherever they hold `token`, without adopting it.
+   * Resolves each node's answer (`ok` where it held the token). Arguments are
+   * checked synchronously.
+   */
+  releaseToken(keys: Array<string>, token: string): Promise<Array<NodeReport>>
+  /**
    * Resolves once the nodes that operations did not wait for (a quorum had
    * decided) have answered or timed out, and background cleanups ended.
    */

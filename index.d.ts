@@ -225,6 +225,12 @@ export declare class LockClient extends EventEmitter implements AsyncDisposable 
    */
   adopt(key: LockKey, token: string, options?: AdoptOptions): Promise<Lock>
   /**
+   * Deletes the lock on `key` wherever its keys hold `token`, without adopting
+   * it: one token-checked delete on every node. `released` is true when a quorum
+   * of nodes held the token; `nodes` gives each node's answer (`ok` where it did).
+   */
+  releaseToken(key: LockKey, token: string): Promise<{ released: boolean; nodes: NodeDetail[] }>
+  /**
    * A counting semaphore on `key`: at most `limit` permits held at once across
    * every process; each holder has its own token and lease, renewed by the
    * native watchdog. The other options are defaults for its acquisitions.

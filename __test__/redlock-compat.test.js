@@ -595,27 +595,31 @@ compat('single instance', [
     },
   },
   {
-    name: 'deliberate difference (bad input is refused): settings of the wrong type or range, custom scripts; a Lock rebuilt by hand releases',
+    name: 'deliberate difference (bad input is refused): settings of the wrong type or range, custom scripts, members with different key prefixes; a Lock rebuilt by hand releases',
     async body({ Redlock, Lock, name }) {
       const [redis] = await members(1)
       const bad = [{ retryCount: 'x' }, { retryDelay: -1 }, { driftFactor: 2 }]
       const redlock = new Redlock([redis], { retryCount: 0 })
       const held = await redlock.acquire(['{redlock}k'], 10000)
       const rebuilt = new Lock(redlock, ['{redlock}k'], held.value, [], held.expiration)
+      const prefixed = client(servers[1], { keyPrefix: 'app:' })
       if (name === 'redlock@5.0.0-beta.2') {
         for (const s of bad) assert.ok(new Redlock([redis], s))
+        assert.ok(new Redlock([redis, prefixed]), 'redlock takes members with different key prefixes')
         assert.equal(new Redlock([redis], { retryCount: 'x' }).settings.retryCount, 10, 'redlock falls back to its default')
         assert.ok(new Redlock([redis], {}, { acquireScript: (s) => s }))
         await rebuilt.release()
         assert.equal(await redis.get('{redlock}k'), null)
       } else {
         for (const s of bad) assert.throws(() => new Redlock([redis], s), { code: /^ERR_INVALID_ARG_(TYPE|VALUE)$/ })
+        assert.throws(() => new Redlock([redis, prefixed]), { code: 'ERR_INVALID_ARG_VALUE', message: /keyPrefix/ })
         assert.throws(() => new Redlock([redis], {}, { acquireScript: (s) => s }), { code: 'ERR_INVALID_ARG_VALUE' })
         await assert.rejects(redlock.acquire(['{redlock}k2'], 1000, { retryCount: 'x' }), { code: 'ERR_INVALID_ARG_TYPE' })
         // A Lock rebuilt from a stored value is adopted by its token, as redlock releases it.
         await rebuilt.release()
         assert.equal(await redis.get('{redlock}k'), null)
       }
+      prefixed.disconnect()
       await done(redlock, [redis])
     },
   },
@@ -891,6 +895,17 @@ compat('three instances', [
       })
       // The member that still held the value was extended, as redlock's script does.
       assert.ok((await a.pttl('{redlock}q')) > 10000)
+      assert.equal(await b.get('{redlock}q'), 'other1')
+      assert.equal(await c.get('{redlock}q'), 'other2')
+      // Its release deletes the value where it is held: a votes for once, then
+      // (gone) against with the others; the foreign values stay.
+      const r = await rejection(rebuilt.release())
+      assert.ok(r instanceof ExecutionError)
+      const stats = await checkAttempts(null, r.attempts, { size: 3, membership: 3 })
+      assert.deepEqual(who(stats[0].votesFor, cs), [0])
+      for (const s of stats.slice(1)) assert.deepEqual(who(s.votesAgainst, cs), [0, 1, 2])
+      assert.equal(rebuilt.expiration, 0)
+      assert.equal(await a.get('{redlock}q'), null)
       assert.equal(await b.get('{redlock}q'), 'other1')
       assert.equal(await c.get('{redlock}q'), 'other2')
       await done(redlock, cs)

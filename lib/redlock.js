@@ -302,7 +302,15 @@ class Redlock extends EventEmitter {
     let settling = false
     try {
       const value = await run()
-      if (value === false) return { ok: false, final: lossIsFinal, stats: this.#votesOf({ code: 'ERR_LOCK_LOST', message: '' }, keyCount) }
+      if (value === false) {
+        // A release by value reports each member's own answer (a member that
+        // held the value voted for); any other loss is every member's vote against.
+        const byValue = lockOf && lockOf()
+        const stats = byValue && byValue.byValue
+          ? this.#votes(byValue.nodes, keyCount, null)
+          : this.#votesOf({ code: 'ERR_LOCK_LOST', message: '' }, keyCount)
+        return { ok: false, final: lossIsFinal, stats }
+      }
       // As in redlock, an attempt ends once every member answered: the core
       // resolves at quorum and finishes the other nodes in the background.
       await this.#client.settled()
@@ -338,10 +346,12 @@ class Redlock extends EventEmitter {
   /**
    * The lockdog lock behind `lock`: the one acquire or extend made, else (a
    * Lock rebuilt from a stored value) its keys adopted by their token with a
-   * lease of `ttl` ms. null without resources; false when the keys are gone or
-   * hold another value.
+   * lease of `ttl` ms, which is redlock's token-checked extend. null without
+   * resources; false when the keys are gone or hold another value on every
+   * member. A loss with per-member answers rejects with them: they are the
+   * votes (a member that still held the value voted for).
    */
-  async #innerOf(lock, ttl, lostVotes = false) {
+  async #innerOf(lock, ttl) {
     const known = innerOf.get(lock)
     if (known) return known
     if (lock.resources.length === 0) return null
@@ -351,9 +361,7 @@ class Redlock extends EventEmitter {
       innerOf.set(lock, inner)
       return inner
     } catch (e) {
-      // With `lostVotes`, the error goes on: its per-node answers are the votes
-      // (a member that still holds the value voted for, one held by another against).
-      if (e && e.code === 'ERR_LOCK_LOST' && !(lostVotes && Array.isArray(e.nodes) && e.nodes.length > 0)) return false
+      if (e && e.code === 'ERR_LOCK_LOST' && !(Array.isArray(e.nodes) && e.nodes.length > 0)) return false
       throw e
     }
   }
@@ -409,13 +417,18 @@ class Redlock extends EventEmitter {
    */
   async release(lock, settings) {
     checkLock(lock)
-    const left = lock.expiration - Date.now()
     lock.expiration = 0
     const keyCount = lock.resources.length
     let inner = null
     const release = async () => {
-      inner = await this.#innerOf(lock, Math.max(1000, Math.ceil(left)))
-      return inner ? inner.release() : inner === null
+      inner = innerOf.get(lock) || null
+      if (inner) return inner.release()
+      if (lock.resources.length === 0) return true
+      // A Lock rebuilt from a stored value: a token-checked delete on every
+      // member, each voting for where it held the value.
+      const { released, nodes } = await this.#client.releaseToken(keyList(lock.resources, 'lock.resources'), lock.value)
+      inner = { nodes, byValue: true }
+      return released
     }
     const { attempts } = await this.#execute(() => this.#attempt(keyCount, release, false, () => inner), settings)
     return { attempts }
@@ -435,7 +448,7 @@ class Redlock extends EventEmitter {
         return true
       }
       // A Lock rebuilt from a stored value: adopting it is the token-checked extend.
-      inner = await this.#innerOf(existing, duration, true)
+      inner = await this.#innerOf(existing, duration)
       return inner === false ? false : true
     }, false, () => inner), settings)
     if (inner === false) inner = undefined

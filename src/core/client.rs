@@ -180,6 +180,21 @@ impl Client {
         self.inner.adopt(request, token).await
     }
 
+    /// Releases the lock on `keys` wherever its keys hold `token`, without
+    /// adopting it (a lock taken by another process, its token handed over):
+    /// one token-checked delete on every node. Each node's answer: `Ok` where it
+    /// held the token, `NotHeld` where the keys were gone or another owner's.
+    pub async fn release_token(&self, keys: Vec<String>, token: &str) -> Result<Vec<NodeReport>> {
+        crate::core::adopt::check_token(token)?;
+        let request = self.prepare(keys, &AcquireOptions::default())?;
+        let inner = &self.inner;
+        let keys = keys::prefixed(&inner.cfg.key_prefix, &request.names);
+        let timeout = inner.cfg.command_timeout;
+        let answers = join_all(inner.nodes.iter().map(|n| n.release(&keys, token, timeout))).await;
+        inner.report_faults(&answers);
+        Ok(inner.reports(&answers))
+    }
+
     /// Checks a semaphore acquisition (`permits` of `limit` on one key)
     /// without I/O; [`Client::acquire_prepared`] then takes the permits.
     pub fn prepare_permits(
