@@ -294,6 +294,34 @@ compat('single instance', [
     },
   },
   {
+    name: 'per-call settings and the Redlock methods: redlock.extend and redlock.release take a lock and settings',
+    async body({ Redlock, Lock, ExecutionError }) {
+      const [redis] = await members(1)
+      const redlock = new Redlock([redis], { retryCount: 5, retryDelay: 500 })
+      const lock = await redlock.acquire(['{redlock}s'], 10000, { retryCount: 0 })
+      assert.equal(lock.attempts.length, 1)
+      const t0 = Date.now()
+      const e = await rejection(redlock.acquire(['{redlock}s'], 10000, { retryCount: 1, retryDelay: 10, retryJitter: 0 }))
+      assert.ok(e instanceof ExecutionError)
+      assert.equal(e.attempts.length, 2)
+      assert.ok(Date.now() - t0 < 400, 'the call\'s retryDelay replaced the constructor\'s')
+      const extended = await redlock.extend(lock, 20000, { retryCount: 0 })
+      assert.ok(extended instanceof Lock)
+      assert.equal(extended.value, lock.value)
+      assert.equal(lock.expiration, 0)
+      assert.equal(bucket(await redis.pttl('{redlock}s')), bucket(20000))
+      const result = await redlock.release(extended, { retryCount: 0 })
+      assert.deepEqual(Object.keys(result), ['attempts'])
+      assert.equal(result.attempts.length, 1)
+      assert.equal(extended.expiration, 0)
+      assert.equal(await redis.get('{redlock}s'), null)
+      const again = await rejection(redlock.release(extended, { retryCount: 2, retryDelay: 5, retryJitter: 0 }))
+      assert.ok(again instanceof ExecutionError)
+      assert.equal(again.attempts.length, 3)
+      await done(redlock, [redis])
+    },
+  },
+  {
     name: 'locks automatically expire',
     async body({ Redlock }) {
       const [redis] = await members(1)
