@@ -296,6 +296,25 @@ async fn a_quorum_of_a_master_and_two_clusters() {
     }
     assert!(master.pttl(&full(names[1])).await > 300);
 
+    // Many locks renewed together: per cluster member, one pipelined batch per
+    // hash slot (locks sharing a slot in one script call), slots side by side.
+    let spread: Vec<String> = (0..8)
+        .map(|i| format!("batch:{{{}}}:{}", i % 4, i))
+        .collect();
+    let batch = join_all(spread.iter().map(|n| acquire(&locks, &[n.as_str()], 600))).await;
+    tokio::time::sleep(ms(1_500)).await;
+    for (name, lock) in spread.iter().zip(&batch) {
+        assert!(lock.is_held(), "{name} renewed");
+        for c in [&first, &second] {
+            let (port, value) = c.owner(&full(name)).await.expect("an owner");
+            assert_eq!(value.as_deref(), Some(lock.token()), "{name}");
+            assert!(c.by_port(port).pttl(&full(name)).await > 300, "{name}");
+        }
+    }
+    for lock in &batch {
+        assert!(lock.release().await.expect("released"));
+    }
+
     // Another owner is refused; the release frees every node.
     let (other, _) = client(cfg.clone());
     let taken = other

@@ -364,6 +364,38 @@ mod tests {
     }
 
     #[test]
+    fn members_are_masters_or_clusters() {
+        let cluster =
+            |seeds: &[&str]| NodeSpec::Cluster(seeds.iter().map(|s| s.to_string()).collect());
+        let mut cfg = ClientConfig::default();
+        assert!(!cfg.has_cluster());
+        cfg.nodes = vec!["redis://a".into(), cluster(&["redis://b", "redis://c"])];
+        assert!(cfg.has_cluster());
+        assert_eq!(cfg.node_count(), 2);
+        assert!(cfg.validate().is_ok());
+        cfg.nodes.push(cluster(&[]));
+        let err = cfg.validate().expect_err("a cluster member needs a seed");
+        assert_eq!(err.code, ErrorCode::InvalidArgValue);
+        // waitReplicas: one plain master only, never a cluster member.
+        for nodes in [
+            vec![cluster(&["redis://b"])],
+            vec!["redis://a".into(), cluster(&["redis://b"])],
+        ] {
+            cfg.nodes = nodes;
+            let spec = AcquireOptions {
+                wait_replicas: Some(1),
+                ..Default::default()
+            }
+            .resolve()
+            .expect("valid options");
+            assert_eq!(
+                cfg.check_spec(&spec).expect_err("refused").code,
+                ErrorCode::InvalidArgValue
+            );
+        }
+    }
+
+    #[test]
     fn node_timeout_is_a_share_of_ttl_with_several_nodes() {
         let mut cfg = ClientConfig::default();
         assert_eq!(
