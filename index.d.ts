@@ -188,7 +188,7 @@ export type LockKey = string | readonly string[]
 
 /**
  * A Redis lock client: one shared connection per node and a native watchdog.
- * With `nodes` of several URLs every operation runs the Redlock algorithm.
+ * With several `nodes` (masters, or whole clusters as `{ cluster: [...] }`) every operation runs the Redlock algorithm.
  */
 export declare class LockClient extends EventEmitter implements AsyncDisposable {
   constructor(options?: LockClientOptions)
