@@ -315,6 +315,35 @@ async fn a_quorum_of_a_master_and_two_clusters() {
         assert!(lock.release().await.expect("released"));
     }
 
+    // A waiter for a held key: release notices come from the master only, so
+    // it keeps its retry timer and takes the lock soon after the release.
+    let holder = acquire(&locks, &["waited"], 10_000).await;
+    let mut waiting = opts(10_000);
+    waiting.retry_delay = Some(ms(50));
+    waiting.retry_jitter = Some(ms(10));
+    waiting.wait_timeout = Some(ms(5_000));
+    let (waiter_client, _) = client(cfg.clone());
+    let waiter = tokio::spawn(async move {
+        let started = Instant::now();
+        let lock = waiter_client
+            .acquire(vec!["waited".into()], &waiting, CancellationToken::new())
+            .await;
+        (lock, started.elapsed())
+    });
+    tokio::time::sleep(ms(300)).await;
+    let released_at = Instant::now();
+    assert!(holder.release().await.expect("released"));
+    let (taken, waited) = within(Duration::from_secs(5), "the waiter", waiter)
+        .await
+        .expect("the waiter task");
+    let taken = taken.expect("taken after the release");
+    assert!(waited >= ms(300), "it waited for the holder: {waited:?}");
+    assert!(
+        released_at.elapsed() < ms(1_000),
+        "taken soon after the release"
+    );
+    assert!(taken.release().await.expect("released"));
+
     // Another owner is refused; the release frees every node.
     let (other, _) = client(cfg.clone());
     let taken = other
