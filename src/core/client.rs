@@ -51,10 +51,8 @@ impl Client {
         let mut nodes: Vec<Node> = Vec::with_capacity(cfg.nodes.len());
         for spec in &cfg.nodes {
             let node = Node::for_spec(spec, &cfg)?;
-            if let Some(twice) = node
-                .addresses()
-                .find(|a| nodes.iter().any(|n| n.addresses().any(|b| b == *a)))
-            {
+            let seen: Vec<&str> = nodes.iter().flat_map(Node::addresses).collect();
+            if let Some(twice) = node.addresses().into_iter().find(|a| seen.contains(a)) {
                 return Err(LockError::invalid_value(
                     "nodes",
                     &format!("lists {twice} twice; Redlock needs independent nodes"),

@@ -31,10 +31,10 @@ impl Node {
 
     /// The `host:port` addresses (or socket paths) this node was given: a
     /// master's one, a cluster's seeds.
-    pub fn addresses(&self) -> impl Iterator<Item = &str> {
+    pub fn addresses(&self) -> Vec<&str> {
         match self.name.strip_prefix(CLUSTER_PREFIX) {
-            Some(seeds) => seeds.split(','),
-            None => self.name.split('\0'),
+            Some(seeds) => seeds.split(',').collect(),
+            None => vec![self.name.as_str()],
         }
     }
 
