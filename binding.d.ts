@@ -40,6 +40,12 @@ export declare class NativeClient {
    */
   forceRelease(key: string): Promise<number>
   /**
+   * Deletes the lock on `keys` wherever they hold `token`, without adopting it.
+   * Resolves each node's answer (`ok` where it held the token). Arguments are
+   * checked synchronously.
+   */
+  releaseToken(keys: Array<string>, token: string): Promise<Array<NodeReport>>
+  /**
    * Resolves once the nodes that operations did not wait for (a quorum had
    * decided) have answered or timed out, and background cleanups ended.
    */
@@ -183,6 +189,12 @@ export interface AcquireOptions {
   waitReplicasTimeout?: number
 }
 
+/** A Redis Cluster as one lock node of `nodes`. */
+export interface ClusterNode {
+  /** Seed URLs of the cluster (`redis://host:port`, any few of its nodes). */
+  cluster: Array<string>
+}
+
 /** The default lease length, in ms. */
 export declare const DEFAULT_TTL_MS: number
 
@@ -198,16 +210,19 @@ export interface LockClientOptions {
    */
   url?: string
   /**
-   * URLs of independent Redis masters for Redlock (quorum = floor(N/2) + 1).
-   * Overrides `url`.
+   * The independent lock nodes for Redlock (quorum = floor(N/2) + 1), each
+   * the URL of a Redis master or `{ cluster: [seed URLs] }` for a whole Redis
+   * Cluster, which counts as one node. With a cluster among them, all keys of
+   * one lock must share a hash slot (use a `{hash tag}`). Overrides `url`.
    */
-  nodes?: Array<string>
+  nodes?: Array<string | ClusterNode>
   /**
-   * Seed URLs of one Redis Cluster (`redis://host:port`, any few of its nodes).
-   * The cluster is one lock node, not Redlock: each lock lives on the master
-   * owning its key's hash slot, and redirections and failovers are followed.
-   * All keys of one lock must share a hash slot (use a `{hash tag}`). Cannot be
-   * combined with `url` or `nodes`. The default value is no cluster.
+   * Seed URLs of one Redis Cluster (`redis://host:port`, any few of its nodes):
+   * the shorthand for `nodes: [{ cluster }]`. The cluster is one lock node, not
+   * Redlock: each lock lives on the master owning its key's hash slot, and
+   * redirections and failovers are followed. All keys of one lock must share a
+   * hash slot (use a `{hash tag}`). Cannot be combined with `url` or `nodes`.
+   * The default value is no cluster.
    */
   cluster?: Array<string>
   /** Prepended to every lock key in Redis. The default value is `''`. */

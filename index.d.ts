@@ -4,6 +4,7 @@
 import type { EventEmitter } from 'node:events'
 import type {
   AcquireOptions as NativeAcquireOptions,
+  ClusterNode,
   LockClientOptions as NativeLockClientOptions,
   LockInspection,
   LockStats,
@@ -11,7 +12,7 @@ import type {
   SemaphoreCount,
 } from './binding'
 
-export type { LockStats }
+export type { ClusterNode, LockStats }
 
 /** PEM text, as a string or a Buffer (or a list of them for `ca`). */
 export type Pem = string | Buffer | ReadonlyArray<string | Buffer>
@@ -190,7 +191,7 @@ export type LockKey = string | readonly string[]
 
 /**
  * A Redis lock client: one shared connection per node and a native watchdog.
- * With `nodes` of several URLs every operation runs the Redlock algorithm.
+ * With several `nodes` (masters, or whole clusters as `{ cluster: [...] }`) every operation runs the Redlock algorithm.
  */
 export declare class LockClient extends EventEmitter implements AsyncDisposable {
   constructor(options?: LockClientOptions)
@@ -226,6 +227,12 @@ export declare class LockClient extends EventEmitter implements AsyncDisposable 
    * another token. The adopted lock's `fence` is null.
    */
   adopt(key: LockKey, token: string, options?: AdoptOptions): Promise<Lock>
+  /**
+   * Deletes the lock on `key` wherever its keys hold `token`, without adopting
+   * it: one token-checked delete on every node. `released` is true when a quorum
+   * of nodes held the token; `nodes` gives each node's answer (`ok` where it did).
+   */
+  releaseToken(key: LockKey, token: string): Promise<{ released: boolean; nodes: NodeDetail[] }>
   /**
    * A counting semaphore on `key`: at most `limit` permits held at once across
    * every process; each holder has its own token and lease, renewed by the

@@ -71,8 +71,9 @@ export declare class Lock {
 
 export declare class Redlock extends EventEmitter {
   /**
-   * One client (ioredis, node-redis, URL or options) per independent Redis master,
-   * or a single ioredis `Cluster`. Custom `scripts` are not supported (they throw).
+   * One client (ioredis, node-redis, URL or options) per independent Redis master;
+   * an ioredis `Cluster` is one member (a whole cluster, keys routed by slot), alone
+   * or among others. Custom `scripts` are not supported (they throw).
    */
   constructor(clients: Iterable<RedisLike>, settings?: Partial<Settings>, scripts?: unknown)
   readonly clients: Set<RedisLike>

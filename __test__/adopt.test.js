@@ -98,6 +98,27 @@ describe('one node', () => {
     }
   })
 
+  test('releaseToken deletes a lock by its token where it is held, without adopting it', async () => {
+    const held = await locks.acquire('ad:rt', { ttl: 5000, autoRenew: false })
+    const other = new LockClient({ url: server.url })
+    try {
+      assert.deepEqual(await other.releaseToken('ad:rt', 'not-the-token').then((r) => r.released), false)
+      assert.equal(await redis.get('ad:rt'), held.token, 'another token deletes nothing')
+      const { released, nodes } = await other.releaseToken('ad:rt', held.token)
+      assert.equal(released, true)
+      assert.deepEqual(nodes.map((n) => n.answer), ['ok'])
+      assert.equal(await redis.exists('ad:rt'), 0)
+      const again = await other.releaseToken('ad:rt', held.token)
+      assert.deepEqual([again.released, again.nodes[0].answer], [false, 'not-held'])
+      assert.throws(() => other.releaseToken('ad:rt', ''), { code: 'ERR_INVALID_ARG_VALUE' })
+      assert.throws(() => other.releaseToken('ad:rt', 7), { code: 'ERR_INVALID_ARG_TYPE' })
+      assert.throws(() => other.releaseToken([], 'tok'), { code: 'ERR_INVALID_ARG_VALUE' })
+    } finally {
+      await other.close()
+      await held.release().catch(() => false)
+    }
+  })
+
   test('bad arguments throw synchronously with a code', () => {
     assert.throws(() => locks.adopt('k', ''), { code: 'ERR_INVALID_ARG_VALUE' })
     assert.throws(() => locks.adopt('k', 42), { code: 'ERR_INVALID_ARG_TYPE' })

@@ -80,11 +80,27 @@ test('bad client options: malformed URL, unknown scheme, wrong types', () => {
     [{ nodes: ['redis://127.0.0.1:1', 'redis://127.0.0.1:1'] }, VALUE],
     [{ driftFactor: -0.1 }, RANGE], [{ driftFactor: 0.9 }, RANGE], [{ connectTimeout: 0 }, RANGE],
     [{ keyPrefix: 5 }, TYPE], ['redis://127.0.0.1', TYPE],
+    // Quorum members: a URL or { cluster: [seed URLs] }.
+    [{ nodes: [42] }, TYPE], [{ nodes: [null] }, TYPE], [{ nodes: [['redis://127.0.0.1:1']] }, TYPE],
+    [{ nodes: [{}] }, TYPE], [{ nodes: [{ cluster: 'redis://127.0.0.1:1' }] }, TYPE],
+    [{ nodes: [{ cluster: ['redis://127.0.0.1:1', 7] }] }, TYPE], [{ nodes: [{ cluster: [] }] }, VALUE],
+    [{ nodes: [{ cluster: ['redis://127.0.0.1:1'], url: 'redis://127.0.0.1:2' }] }, VALUE],
+    [{ nodes: ['redis://127.0.0.1:1', { cluster: ['unix:///tmp/redis.sock'] }] }, VALUE],
+    [{ nodes: ['redis://127.0.0.1:1', { cluster: ['redis://127.0.0.1:1', 'redis://127.0.0.1:2'] }] }, VALUE],
+    [{ nodes: [{ cluster: ['redis://127.0.0.1:2'] }, { cluster: ['redis://127.0.0.1:2'] }] }, VALUE],
+    [{ nodes: ['redis://127.0.0.1:1'], cluster: ['redis://127.0.0.1:2'] }, VALUE],
+    [{ nodes: ['redis://127.0.0.1:1', { cluster: ['redis://127.0.0.1:2'] }], waitReplicas: 1 }, VALUE],
   ]
   for (const [options, code] of cases) {
     assert.throws(() => new LockClient(options), (e) => e.code === code, JSON.stringify(options))
   }
   assert.throws(() => new LockClient({ url: 'redis://u:hunter2@127.0.0.1:notaport' }), (e) => !e.message.includes('hunter2'))
+  // A valid mixed quorum: three lock nodes, a cluster named by its seeds; no I/O yet.
+  const mixed = new LockClient({ nodes: ['redis://127.0.0.1:1', { cluster: ['redis://127.0.0.1:2', 'redis://127.0.0.1:3'] }, { cluster: ['redis://127.0.0.1:4'] }] })
+  assert.deepEqual(mixed.nodes, ['127.0.0.1:1', 'cluster 127.0.0.1:2,127.0.0.1:3', 'cluster 127.0.0.1:4'])
+  // Its locks keep their keys in one hash slot, checked before anything is sent.
+  assert.throws(() => mixed.acquire(['order:1:pay', 'order:1:ship']), (e) => e.code === VALUE)
+  return mixed.close()
 })
 
 test('withLock and extend argument errors', async () => {

@@ -9,7 +9,7 @@ const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
-const { ACQUIRE, ACQUIRE_JS, CLIENT, TLS_FIELDS } = require('../lib/validate')
+const { ACQUIRE, ACQUIRE_JS, CLIENT, CLUSTER_NODE, TLS_FIELDS } = require('../lib/validate')
 const binding = require('../binding.js')
 
 const dts = fs.readFileSync(path.join(__dirname, '..', 'binding.d.ts'), 'utf8')
@@ -19,13 +19,20 @@ function fields(name) {
   const body = new RegExp(`^export interface ${name} \\{\\n([\\s\\S]*?)^\\}`, 'm').exec(dts)
   assert.ok(body, `binding.d.ts declares interface ${name}`)
   const out = {}
-  for (const m of body[1].matchAll(/^ {2}(\w+)\?: (.+)$/gm)) out[m[1]] = m[2]
+  for (const m of body[1].matchAll(/^ {2}(\w+)\??: (.+)$/gm)) out[m[1]] = m[2]
   assert.ok(Object.keys(out).length > 0, `interface ${name} has fields`)
   return out
 }
 
 /** How validate.js names each TS type of the binding. */
-const AS_JS = { number: 'number', boolean: 'boolean', string: 'string', 'Array<string>': 'string[]', TlsOptions: 'object' }
+const AS_JS = {
+  number: 'number',
+  boolean: 'boolean',
+  string: 'string',
+  'Array<string>': 'string[]',
+  'Array<string | ClusterNode>': 'node[]',
+  TlsOptions: 'object',
+}
 
 function expected(name) {
   return Object.fromEntries(Object.entries(fields(name)).map(([k, t]) => [k, AS_JS[t] ?? `unmapped TS type ${t}`]))
@@ -41,6 +48,10 @@ test('acquire options are the fields of AcquireOptions, plus the JS-only signal 
   assert.deepEqual(sorted(ACQUIRE), sorted(expected('AcquireOptions')))
   const jsOnly = { signal: 'AbortSignal', onLost: 'function' }
   assert.deepEqual(sorted(ACQUIRE_JS), sorted({ ...expected('AcquireOptions'), ...jsOnly }))
+})
+
+test('a cluster member of nodes has the fields of ClusterNode', () => {
+  assert.deepEqual(sorted(CLUSTER_NODE), sorted(expected('ClusterNode')))
 })
 
 test('tls fields are the fields of TlsOptions', () => {

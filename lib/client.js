@@ -468,6 +468,29 @@ class LockClient extends EventEmitter {
     )
   }
 
+  /**
+   * Deletes the lock on `key` wherever its keys hold `token`, without adopting
+   * it (a lock another process took, its token handed over). Resolves
+   * `{ released, nodes }`: `released` when a quorum of nodes held the token,
+   * `nodes` each node's answer (`ok` where it held it).
+   */
+  releaseToken(key, token) {
+    const keys = keyList(key)
+    if (typeof token !== 'string') throw invalidType('token', 'of type string', token)
+    let pending
+    try {
+      pending = this.#native.releaseToken(keys, token)
+    } catch (e) {
+      throw fromNative(e)
+    }
+    return pending.then(
+      (nodes) => ({ released: nodes.filter((n) => n.answer === 'ok').length >= Math.floor(nodes.length / 2) + 1, nodes }),
+      (e) => {
+        throw fromNative(e)
+      },
+    )
+  }
+
   /** Whether a quorum of nodes holds `key` now (any owner); one read, nothing changed. */
   isLocked(key) {
     return this.inspect(key).then((i) => i.held)

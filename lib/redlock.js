@@ -132,29 +132,35 @@ function clusterOf(client) {
   if (!client || typeof client !== 'object' || client.isCluster !== true) return null
   const o = client.options || {}
   const auth = o.redisOptions || {}
+  const tls = auth.tls ? { tls: auth.tls } : {}
   const seeds = (client.startupNodes || []).map((n) => {
     if (typeof n === 'string') return n.includes('://') ? n : `redis://${n}`
     if (typeof n === 'number') return `redis://127.0.0.1:${n}`
-    return connectionOf({ host: n.host, port: n.port, username: auth.username, password: auth.password }).url
+    return connectionOf({ host: n.host, port: n.port, username: auth.username, password: auth.password, ...tls }).url
   })
   if (seeds.length === 0) throw invalidValue('clients', 'holds an ioredis Cluster without startup nodes')
-  return { seeds, keyPrefix: o.keyPrefix || '' }
+  return { seeds, keyPrefix: o.keyPrefix || '', tls: auth.tls ? connectionOf({ host: '127.0.0.1', ...tls }).tls : undefined }
 }
 
-/** One LockClient for the members: plain nodes form a quorum; one Cluster member is one cluster node. */
+/**
+ * One LockClient for the members, one lock node each: a plain client is a
+ * Redis master, an ioredis `Cluster` a whole cluster (keys routed by slot).
+ */
 function lockClientFor(clients, driftFactor) {
-  const clusters = clients.map(clusterOf)
-  if (clusters.some(Boolean)) {
-    if (clients.length !== 1) {
-      throw invalidValue('clients', 'may hold a Redis Cluster only as its only member (a quorum of clusters is not supported)')
-    }
-    return new LockClient({ cluster: clusters[0].seeds, keyPrefix: clusters[0].keyPrefix, driftFactor })
+  const members = clients.map((c, i) => {
+    const cluster = clusterOf(c)
+    if (cluster) return { node: { cluster: cluster.seeds }, keyPrefix: cluster.keyPrefix, tls: cluster.tls }
+    const conn = connectionOf(c, `clients[${i}]`)
+    return { node: conn.url, keyPrefix: conn.keyPrefix, tls: conn.tls }
+  })
+  const prefixes = new Set(members.map((m) => m.keyPrefix || ''))
+  if (prefixes.size > 1) {
+    throw invalidValue('clients', `must share one keyPrefix (lockdog applies one on every member); got ${[...prefixes].map((p) => JSON.stringify(p)).join(', ')}`)
   }
-  const conns = clients.map((c, i) => connectionOf(c, `clients[${i}]`))
-  const tls = conns.find((c) => c.tls)
+  const tls = members.find((m) => m.tls)
   return new LockClient({
-    nodes: conns.map((c) => c.url),
-    keyPrefix: conns[0].keyPrefix || '',
+    nodes: members.map((m) => m.node),
+    keyPrefix: members[0].keyPrefix || '',
     driftFactor,
     ...(tls ? { tls: tls.tls } : {}),
   })
@@ -170,7 +176,7 @@ class Redlock extends EventEmitter {
 
   /**
    * @param clients ioredis clients (or node-redis clients, URLs, options), one per
-   *   independent Redis master, or one ioredis `Cluster`.
+   *   independent Redis master; an ioredis `Cluster` is one member too.
    */
   constructor(clients, settings = {}, scripts = {}) {
     super()
@@ -296,7 +302,15 @@ class Redlock extends EventEmitter {
     let settling = false
     try {
       const value = await run()
-      if (value === false) return { ok: false, final: lossIsFinal, stats: this.#votesOf({ code: 'ERR_LOCK_LOST', message: '' }, keyCount) }
+      if (value === false) {
+        // A release by value reports each member's own answer (a member that
+        // held the value voted for); any other loss is every member's vote against.
+        const byValue = lockOf && lockOf()
+        const stats = byValue && byValue.byValue
+          ? this.#votes(byValue.nodes, keyCount, null)
+          : this.#votesOf({ code: 'ERR_LOCK_LOST', message: '' }, keyCount)
+        return { ok: false, final: lossIsFinal, stats }
+      }
       // As in redlock, an attempt ends once every member answered: the core
       // resolves at quorum and finishes the other nodes in the background.
       await this.#client.settled()
@@ -332,8 +346,10 @@ class Redlock extends EventEmitter {
   /**
    * The lockdog lock behind `lock`: the one acquire or extend made, else (a
    * Lock rebuilt from a stored value) its keys adopted by their token with a
-   * lease of `ttl` ms. null without resources; false when the keys are gone or
-   * hold another value.
+   * lease of `ttl` ms, which is redlock's token-checked extend. null without
+   * resources; false when the keys are gone or hold another value on every
+   * member. A loss with per-member answers rejects with them: they are the
+   * votes (a member that still held the value voted for).
    */
   async #innerOf(lock, ttl) {
     const known = innerOf.get(lock)
@@ -345,7 +361,7 @@ class Redlock extends EventEmitter {
       innerOf.set(lock, inner)
       return inner
     } catch (e) {
-      if (e && e.code === 'ERR_LOCK_LOST') return false
+      if (e && e.code === 'ERR_LOCK_LOST' && !(Array.isArray(e.nodes) && e.nodes.length > 0)) return false
       throw e
     }
   }
@@ -401,13 +417,18 @@ class Redlock extends EventEmitter {
    */
   async release(lock, settings) {
     checkLock(lock)
-    const left = lock.expiration - Date.now()
     lock.expiration = 0
     const keyCount = lock.resources.length
     let inner = null
     const release = async () => {
-      inner = await this.#innerOf(lock, Math.max(1000, Math.ceil(left)))
-      return inner ? inner.release() : inner === null
+      inner = innerOf.get(lock) || null
+      if (inner) return inner.release()
+      if (lock.resources.length === 0) return true
+      // A Lock rebuilt from a stored value: a token-checked delete on every
+      // member, each voting for where it held the value.
+      const { released, nodes } = await this.#client.releaseToken(keyList(lock.resources, 'lock.resources'), lock.value)
+      inner = { nodes, byValue: true }
+      return released
     }
     const { attempts } = await this.#execute(() => this.#attempt(keyCount, release, false, () => inner), settings)
     return { attempts }

@@ -59,11 +59,45 @@ function pick(options, schema, name = 'options') {
     if (type === undefined) {
       throw invalidValue(`${name}.${key}`, `is not a known option (known: ${Object.keys(schema).join(', ')})`)
     }
+    if (type === 'node[]') {
+      out[key] = nodeList(value, `${name}.${key}`)
+      continue
+    }
     if (type !== 'any' && !TYPES[type](value)) throw invalidType(`${name}.${key}`, `of type ${type}`, value)
     // Arrays are copied: what was checked is what the native layer reads.
     out[key] = type === 'string[]' ? Array.from(value) : value
   }
   return out
+}
+
+const NODE = 'a Redis URL string or { cluster: string[] }'
+/** The fields of a cluster member of `nodes`, with their types. */
+const CLUSTER_NODE = { cluster: 'string[]' }
+
+/**
+ * The `nodes` option, checked and copied: each member a master's URL or
+ * `{ cluster: [seed URLs] }` (a Redis Cluster as one node).
+ */
+function nodeList(value, name) {
+  if (!Array.isArray(value)) throw invalidType(name, `an array of ${NODE}`, value)
+  return Array.from(value).map((member, i) => {
+    if (typeof member === 'string') return member
+    const at = `${name}[${i}]`
+    if (typeof member !== 'object' || member === null || Array.isArray(member)) throw invalidType(at, NODE, member)
+    for (const field of Object.keys(member)) {
+      if (!Object.hasOwn(CLUSTER_NODE, field) && member[field] !== undefined) {
+        throw invalidValue(`${at}.${field}`, `is not a known field of a node (known: ${Object.keys(CLUSTER_NODE).join(', ')})`)
+      }
+    }
+    const seeds = member.cluster
+    if (!TYPES['string[]'](seeds)) throw invalidType(`${at}.cluster`, 'of type string[]', seeds)
+    const copy = Array.from(seeds)
+    if (copy.length === 0) throw invalidValue(`${at}.cluster`, 'must list at least one seed URL')
+    // A null-prototype copy, as `pick` makes: only what was checked reaches the native layer.
+    const out = Object.create(null)
+    out.cluster = copy
+    return out
+  })
 }
 
 const ACQUIRE = {
@@ -96,7 +130,7 @@ const ADOPT = {
 const CLIENT = {
   ...ACQUIRE,
   url: 'string',
-  nodes: 'string[]',
+  nodes: 'node[]',
   cluster: 'string[]',
   keyPrefix: 'string',
   connectTimeout: 'number',
@@ -144,4 +178,4 @@ function tlsOption(tls) {
   return out
 }
 
-module.exports = { keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, ACQUIRE_LOCK, ADOPT, CLIENT, CLIENT_JS, TLS_FIELDS }
+module.exports = { keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, ACQUIRE_LOCK, ADOPT, CLIENT, CLIENT_JS, CLUSTER_NODE, TLS_FIELDS }

@@ -1,6 +1,7 @@
 //! Redis Cluster against a real local cluster of 3 masters with one replica
 //! each: routing by key, the lock lifecycle, hash-slot checks, and a manual
-//! failover while locks are held.
+//! failover while locks are held; and a Redlock quorum of a master and two
+//! small clusters.
 
 mod support;
 
@@ -10,19 +11,20 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use lockdog::core::keys::key_slot;
-use lockdog::core::{Client, ClientConfig, ErrorCode, Event, EventHook, Lock};
+use lockdog::core::{
+    Client, ClientConfig, ErrorCode, Event, EventHook, Lock, NodeAnswer, NodeSpec,
+};
 use tokio_util::sync::CancellationToken;
 
 use support::cluster::Cluster;
-use support::{config, eventually, ms, opts, within};
+use support::{config, eventually, ms, opts, within, RedisServer};
 
 /// `(lock id, code)` of every lost lock the hook saw.
 type LostEvents = Arc<Mutex<Vec<(u64, ErrorCode)>>>;
 
 fn cluster_config(cluster: &Cluster) -> ClientConfig {
     let mut cfg = config(&[]);
-    cfg.nodes = cluster.seeds();
-    cfg.cluster = true;
+    cfg.nodes = vec![NodeSpec::Cluster(cluster.seeds())];
     cfg
 }
 
@@ -58,8 +60,10 @@ fn acquire<'a>(
 fn cross_slot_keys_are_rejected_before_any_io() {
     let mut cfg = ClientConfig::default();
     // Nothing listens here: the checks must not need a connection.
-    cfg.nodes = vec!["redis://127.0.0.1:1".into(), "redis://127.0.0.1:2".into()];
-    cfg.cluster = true;
+    cfg.nodes = vec![NodeSpec::Cluster(vec![
+        "redis://127.0.0.1:1".into(),
+        "redis://127.0.0.1:2".into(),
+    ])];
     let client = Client::new(cfg.clone(), None).expect("valid config");
     assert_eq!(client.node_names().len(), 1, "a cluster is one lock node");
     let keys = |ks: &[&str]| ks.iter().map(|k| k.to_string()).collect::<Vec<_>>();
@@ -84,8 +88,7 @@ fn cross_slot_keys_are_rejected_before_any_io() {
     assert_eq!(err.code, ErrorCode::InvalidArgValue);
 
     let mut bad = ClientConfig::default();
-    bad.nodes = vec!["unix:///tmp/redis.sock".into()];
-    bad.cluster = true;
+    bad.nodes = vec![NodeSpec::Cluster(vec!["unix:///tmp/redis.sock".into()])];
     assert_eq!(
         Client::new(bad, None).err().map(|e| e.code),
         Some(ErrorCode::InvalidArgValue)
@@ -245,4 +248,137 @@ async fn locks_on_a_cluster_survive_a_manual_failover() {
     locks.close().await;
     other.close().await;
     fenced.close().await;
+}
+
+/// One plain master and two clusters of three masters: three lock nodes, quorum 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quorum_of_a_master_and_two_clusters() {
+    let master = RedisServer::start();
+    // One after the other: starting a cluster blocks (redis-cli --cluster create).
+    let first = Cluster::small().await;
+    let mut second = Cluster::small().await;
+    let mut cfg = config(&[&master]);
+    cfg.nodes.push(NodeSpec::Cluster(first.seeds()));
+    cfg.nodes.push(NodeSpec::Cluster(second.seeds()));
+    let prefix = cfg.key_prefix.clone();
+    let full = |name: &str| format!("{prefix}{name}");
+    let (locks, lost) = client(cfg.clone());
+    assert_eq!(locks.node_names().len(), 3, "each cluster is one lock node");
+    assert!(locks.node_names()[1].starts_with("cluster "));
+
+    // A multi-key lock must keep to one slot, as on a lone cluster.
+    let err = locks
+        .prepare(vec!["m:1".into(), "m:2".into()], &opts(1_000))
+        .err()
+        .expect("cross-slot keys are refused with a cluster member");
+    assert_eq!(err.code, ErrorCode::InvalidArgValue);
+
+    // acquire: every node holds the keys (on each cluster, on its slot's owner).
+    let names = ["order:{7}:pay", "order:{7}:ship"];
+    let lock = acquire(&locks, &names, 600).await;
+    locks.settled().await;
+    for name in names {
+        let key = full(name);
+        assert_eq!(master.get(&key).await.as_deref(), Some(lock.token()));
+        for c in [&first, &second] {
+            let (_, value) = c.owner(&key).await.expect("an owner");
+            assert_eq!(value.as_deref(), Some(lock.token()), "{key} on a cluster");
+        }
+    }
+    assert!(lock.nodes().iter().all(|n| n.answer == NodeAnswer::Ok));
+
+    // The watchdog renews on all three past several leases.
+    tokio::time::sleep(ms(1_500)).await;
+    assert!(lock.is_held(), "renewed on the mixed quorum");
+    for c in [&first, &second] {
+        let (port, _) = c.owner(&full(names[0])).await.expect("an owner");
+        assert!(c.by_port(port).pttl(&full(names[0])).await > 300);
+    }
+    assert!(master.pttl(&full(names[1])).await > 300);
+
+    // Many locks renewed together: per cluster member, one pipelined batch per
+    // hash slot (locks sharing a slot in one script call), slots side by side.
+    let spread: Vec<String> = (0..8)
+        .map(|i| format!("batch:{{{}}}:{}", i % 4, i))
+        .collect();
+    let batch = join_all(spread.iter().map(|n| acquire(&locks, &[n.as_str()], 600))).await;
+    tokio::time::sleep(ms(1_500)).await;
+    for (name, lock) in spread.iter().zip(&batch) {
+        assert!(lock.is_held(), "{name} renewed");
+        for c in [&first, &second] {
+            let (port, value) = c.owner(&full(name)).await.expect("an owner");
+            assert_eq!(value.as_deref(), Some(lock.token()), "{name}");
+            assert!(c.by_port(port).pttl(&full(name)).await > 300, "{name}");
+        }
+    }
+    for lock in &batch {
+        assert!(lock.release().await.expect("released"));
+    }
+
+    // A waiter for a held key: release notices come from the master only, so
+    // it keeps its retry timer and takes the lock soon after the release.
+    let holder = acquire(&locks, &["waited"], 10_000).await;
+    let mut waiting = opts(10_000);
+    waiting.retry_delay = Some(ms(50));
+    waiting.retry_jitter = Some(ms(10));
+    waiting.wait_timeout = Some(ms(5_000));
+    let (waiter_client, _) = client(cfg.clone());
+    let waiter = tokio::spawn(async move {
+        let started = Instant::now();
+        let lock = waiter_client
+            .acquire(vec!["waited".into()], &waiting, CancellationToken::new())
+            .await;
+        (lock, started.elapsed())
+    });
+    tokio::time::sleep(ms(300)).await;
+    let released_at = Instant::now();
+    assert!(holder.release().await.expect("released"));
+    let (taken, waited) = within(Duration::from_secs(5), "the waiter", waiter)
+        .await
+        .expect("the waiter task");
+    let taken = taken.expect("taken after the release");
+    assert!(waited >= ms(300), "it waited for the holder: {waited:?}");
+    assert!(
+        released_at.elapsed() < ms(1_000),
+        "taken soon after the release"
+    );
+    assert!(taken.release().await.expect("released"));
+
+    // Another owner is refused; the release frees every node.
+    let (other, _) = client(cfg.clone());
+    let taken = other
+        .try_acquire(vec!["order:{7}:ship".into()], &opts(1_000))
+        .await
+        .expect("an answer");
+    assert!(taken.is_none(), "held on a quorum");
+    assert!(lock.release().await.expect("released"));
+    locks.settled().await;
+    for name in names {
+        let key = full(name);
+        assert_eq!(master.get(&key).await, None);
+        for c in [&first, &second] {
+            assert_eq!(c.owner(&key).await.expect("an owner").1, None);
+        }
+    }
+
+    // A cluster member down is one vote against: 2 of 3 still lock.
+    for s in &mut second.servers {
+        s.kill();
+    }
+    let lock = acquire(&locks, &["down"], 10_000).await;
+    locks.settled().await;
+    let answers: Vec<NodeAnswer> = lock.nodes().into_iter().map(|n| n.answer).collect();
+    assert_eq!(answers[..2], [NodeAnswer::Ok, NodeAnswer::Ok]);
+    assert!(answers[2].is_fault(), "the dead cluster: {:?}", answers[2]);
+    lock.extend(ms(10_000)).await.expect("extended on 2 of 3");
+    // With the master held by another owner too, no quorum is left.
+    master.set(&full("theirs"), "another owner").await;
+    let refused = locks.try_acquire(vec!["theirs".into()], &opts(1_000)).await;
+    assert!(
+        matches!(&refused, Ok(None)) || matches!(&refused, Err(e) if e.code == ErrorCode::Quorum),
+        "one vote for of three: {:?}",
+        refused.as_ref().map(Option::is_some)
+    );
+    assert!(lock.release().await.expect("released"));
+    assert!(lost.lock().expect("hook mutex").is_empty());
 }

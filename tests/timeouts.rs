@@ -38,7 +38,7 @@ async fn warm(cfg: ClientConfig) -> Client {
 async fn a_silent_node_fails_acquire_within_the_connect_timeout() {
     let silent = SilentListener::start();
     let mut cfg = ClientConfig::default();
-    cfg.nodes = vec![silent.url()];
+    cfg.nodes = vec![silent.url().into()];
     cfg.connect_timeout = ms(1_000);
     cfg.command_timeout = ms(1_000);
     let locks = Client::new(cfg, None).expect("valid config");

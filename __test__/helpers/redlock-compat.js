@@ -102,17 +102,14 @@ function statsOf(attempts) {
 }
 
 /**
- * Registers `body(side, t)` once per side under `describe(side.name)`. `options.todo`
- * (per side name) marks a side that does not pass yet, with the reason.
+ * Registers `body(side, t)` once per side under `describe(side.name)`. Every
+ * test runs on both sides: a deliberate difference is a test of its own that
+ * says so in its name and asserts each side's behaviour.
  */
 function compat(suite, tests) {
   for (const side of SIDES) {
     describe(`${suite} [${side.name}]`, () => {
-      for (const { name, body, todo, only } of tests) {
-        const reason = todo && todo[side.name]
-        if (only && only !== side.name) continue
-        test(name, reason ? { todo: reason } : {}, (t) => body(side, t))
-      }
+      for (const { name, body } of tests) test(name, (t) => body(side, t))
     })
   }
 }

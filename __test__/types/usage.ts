@@ -1,11 +1,14 @@
 // Compiled with `tsc --noEmit` against index.d.ts: the public surface as a TypeScript user sees it.
-import { LockClient, LockError, withLock, DistributedLock, type Lock, type LockStats } from 'lockdog'
+import { LockClient, LockError, withLock, DistributedLock, type ClusterNode, type Lock, type LockStats } from 'lockdog'
 import Redis from 'ioredis'
 
 async function main(): Promise<number> {
   const locks = new LockClient({ url: 'redis://127.0.0.1:6379', keyPrefix: 'lock:', ttl: 30_000 })
   const secure = new LockClient({ url: 'rediss://127.0.0.1:6380', tls: { ca: Buffer.from('pem'), cert: 'pem', key: 'pem' }, fencing: true })
   void secure
+  const member: ClusterNode = { cluster: ['redis://10.0.2.1:7000'] }
+  const quorum = new LockClient({ nodes: ['redis://10.0.1.1:6379', member, { cluster: ['redis://10.0.3.1:7000'] }] })
+  void quorum
   const ac = new AbortController()
   const lock: Lock = await locks.acquire('order:1001:pay', {
     ttl: 10_000, retryCount: 5, retryDelay: 100, retryJitter: 50, waitTimeout: 2_000,

@@ -153,6 +153,30 @@ impl NativeClient {
         })
     }
 
+    /// Deletes the lock on `keys` wherever they hold `token`, without adopting it.
+    /// Resolves each node's answer (`ok` where it held the token). Arguments are
+    /// checked synchronously.
+    #[napi(ts_return_type = "Promise<Array<NodeReport>>")]
+    pub fn release_token<'env>(
+        &self,
+        env: &'env Env,
+        keys: Vec<String>,
+        token: String,
+    ) -> Result<PromiseRaw<'env, Vec<NodeReport>>> {
+        // Keys and token are checked synchronously, as for `adopt`.
+        self.core
+            .prepare_adopt(keys.clone(), &token, &Default::default())
+            .map_err(to_napi)?;
+        let client = self.core.clone();
+        env.spawn_future(async move {
+            let reports = client.release_token(keys, &token).await.map_err(to_napi)?;
+            Ok(reports
+                .iter()
+                .map(|r| NodeReport::new(&r.node, &r.answer))
+                .collect())
+        })
+    }
+
     /// Resolves once the nodes that operations did not wait for (a quorum had
     /// decided) have answered or timed out, and background cleanups ended.
     #[napi(ts_return_type = "Promise<void>")]

@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
+use napi::Either;
 use napi_derive::napi;
 
-use crate::core::config::{self, lease_millis, millis, whole_number, ClientConfig};
+use crate::core::config::{self, lease_millis, millis, whole_number, ClientConfig, NodeSpec};
 use crate::core::stats::StatsSnapshot;
 use crate::core::{self as core, LockError};
 
@@ -17,14 +18,17 @@ pub struct LockClientOptions {
     /// `unix:///path/to/redis.sock`. The default value is `process.env.REDIS_URL`,
     /// else `redis://127.0.0.1:6379`.
     pub url: Option<String>,
-    /// URLs of independent Redis masters for Redlock (quorum = floor(N/2) + 1).
-    /// Overrides `url`.
-    pub nodes: Option<Vec<String>>,
-    /// Seed URLs of one Redis Cluster (`redis://host:port`, any few of its nodes).
-    /// The cluster is one lock node, not Redlock: each lock lives on the master
-    /// owning its key's hash slot, and redirections and failovers are followed.
-    /// All keys of one lock must share a hash slot (use a `{hash tag}`). Cannot be
-    /// combined with `url` or `nodes`. The default value is no cluster.
+    /// The independent lock nodes for Redlock (quorum = floor(N/2) + 1), each
+    /// the URL of a Redis master or `{ cluster: [seed URLs] }` for a whole Redis
+    /// Cluster, which counts as one node. With a cluster among them, all keys of
+    /// one lock must share a hash slot (use a `{hash tag}`). Overrides `url`.
+    pub nodes: Option<Vec<Either<String, ClusterNode>>>,
+    /// Seed URLs of one Redis Cluster (`redis://host:port`, any few of its nodes):
+    /// the shorthand for `nodes: [{ cluster }]`. The cluster is one lock node, not
+    /// Redlock: each lock lives on the master owning its key's hash slot, and
+    /// redirections and failovers are followed. All keys of one lock must share a
+    /// hash slot (use a `{hash tag}`). Cannot be combined with `url` or `nodes`.
+    /// The default value is no cluster.
     pub cluster: Option<Vec<String>>,
     /// Prepended to every lock key in Redis. The default value is `''`.
     pub key_prefix: Option<String>,
@@ -231,6 +235,13 @@ impl AcquireOptions {
     }
 }
 
+/// A Redis Cluster as one lock node of `nodes`.
+#[napi(object, object_to_js = false)]
+pub struct ClusterNode {
+    /// Seed URLs of the cluster (`redis://host:port`, any few of its nodes).
+    pub cluster: Vec<String>,
+}
+
 impl LockClientOptions {
     pub fn to_core(&self) -> Result<ClientConfig, LockError> {
         let mut cfg = ClientConfig::default();
@@ -241,17 +252,22 @@ impl LockClientOptions {
                     "cannot be combined with url or nodes (a cluster is reached through its seeds)",
                 ));
             }
-            cfg.nodes = seeds.clone();
-            cfg.cluster = true;
+            cfg.nodes = vec![NodeSpec::Cluster(seeds.clone())];
         } else if let Some(nodes) = &self.nodes {
-            cfg.nodes = nodes.clone();
+            cfg.nodes = nodes
+                .iter()
+                .map(|n| match n {
+                    Either::A(url) => NodeSpec::Master(url.clone()),
+                    Either::B(c) => NodeSpec::Cluster(c.cluster.clone()),
+                })
+                .collect();
         } else if let Some(url) = &self.url {
-            cfg.nodes = vec![url.clone()];
+            cfg.nodes = vec![NodeSpec::Master(url.clone())];
         } else if let Some(url) = std::env::var(config::URL_ENV)
             .ok()
             .filter(|u| !u.is_empty())
         {
-            cfg.nodes = vec![url];
+            cfg.nodes = vec![NodeSpec::Master(url)];
         }
         if let Some(prefix) = &self.key_prefix {
             cfg.key_prefix = prefix.clone();

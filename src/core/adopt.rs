@@ -12,7 +12,7 @@ use crate::core::acquire::Request;
 use crate::core::error::{LockError, NodeAnswer, Result};
 use crate::core::keys;
 use crate::core::lock::Lock;
-use crate::core::lock_state::{LockState, NewLock};
+use crate::core::lock_state::{Answers, LockState, NewLock};
 use crate::core::node::Renewal;
 use crate::core::quorum::{self, Renewed, Tally};
 use crate::core::shared::{lost, Inner};
@@ -105,7 +105,9 @@ impl Inner {
             auto_renew: spec.auto_renew,
             fence: None,
             wait_replicas: spec.wait_replicas,
-            answers: Default::default(),
+            // Each node's answer to the adopting extend (one held by another
+            // owner says so), as an acquisition's answers are kept.
+            answers: Answers::of(answers),
         }));
         self.stats.held.fetch_add(1, Ordering::Relaxed);
         self.watchdog.start(self);

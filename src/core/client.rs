@@ -49,20 +49,13 @@ impl Client {
     pub fn new(cfg: ClientConfig, hook: Option<EventHook>) -> Result<Client> {
         cfg.validate()?;
         let mut nodes: Vec<Node> = Vec::with_capacity(cfg.nodes.len());
-        if cfg.cluster {
-            nodes.push(Node::for_cluster(
-                &cfg.nodes,
-                cfg.tls.as_ref(),
-                cfg.connect_timeout,
-                cfg.command_timeout,
-            )?);
-        }
-        for url in cfg.nodes.iter().filter(|_| !cfg.cluster) {
-            let node = Node::for_url(url, cfg.tls.as_ref(), cfg.connect_timeout)?;
-            if nodes.iter().any(|n| n.name == node.name) {
+        for spec in &cfg.nodes {
+            let node = Node::for_spec(spec, &cfg)?;
+            let seen: Vec<&str> = nodes.iter().flat_map(Node::addresses).collect();
+            if let Some(twice) = node.addresses().into_iter().find(|a| seen.contains(a)) {
                 return Err(LockError::invalid_value(
                     "nodes",
-                    &format!("lists {} twice; Redlock needs independent nodes", node.name),
+                    &format!("lists {twice} twice; Redlock needs independent nodes"),
                 ));
             }
             nodes.push(node);
@@ -114,7 +107,7 @@ impl Client {
         }
         let names = lock_keys(keys)?;
         let cfg = &self.inner.cfg;
-        if cfg.cluster {
+        if cfg.has_cluster() {
             // One script must reach every key, so they must live in one hash slot.
             let keys = keys::prefixed(&cfg.key_prefix, &names);
             let fences: Vec<String> = if cfg.fencing {
@@ -183,6 +176,21 @@ impl Client {
     /// [`Client::adopt`] for a request [`Client::prepare_adopt`] has checked.
     pub async fn adopt_prepared(&self, request: Request, token: String) -> Result<Lock> {
         self.inner.adopt(request, token).await
+    }
+
+    /// Releases the lock on `keys` wherever its keys hold `token`, without
+    /// adopting it (a lock taken by another process, its token handed over):
+    /// one token-checked delete on every node. Each node's answer: `Ok` where it
+    /// held the token, `NotHeld` where the keys were gone or another owner's.
+    pub async fn release_token(&self, keys: Vec<String>, token: &str) -> Result<Vec<NodeReport>> {
+        crate::core::adopt::check_token(token)?;
+        let request = self.prepare(keys, &AcquireOptions::default())?;
+        let inner = &self.inner;
+        let keys = keys::prefixed(&inner.cfg.key_prefix, &request.names);
+        let timeout = inner.cfg.command_timeout;
+        let answers = join_all(inner.nodes.iter().map(|n| n.release(&keys, token, timeout))).await;
+        inner.report_faults(&answers);
+        Ok(inner.reports(&answers))
     }
 
     /// Checks a semaphore acquisition (`permits` of `limit` on one key)

@@ -32,12 +32,9 @@ pub const NODE_TIMEOUT_SHARE: f64 = 0.05;
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ClientConfig {
-    /// One URL per independent Redis master; one URL is the single-node lock.
-    /// With `cluster`, the seed URLs of one Redis Cluster.
-    pub nodes: Vec<String>,
-    /// `nodes` are seeds of one Redis Cluster: one logical lock node (quorum 1 of
-    /// 1) whose commands route by key; a lock's keys must share a hash slot.
-    pub cluster: bool,
+    /// The independent lock nodes (the quorum's members); one node is the
+    /// single-node lock, several are Redlock.
+    pub nodes: Vec<NodeSpec>,
     pub key_prefix: String,
     pub connect_timeout: Duration,
     pub command_timeout: Duration,
@@ -54,8 +51,7 @@ pub struct ClientConfig {
 impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {
-            nodes: vec![DEFAULT_URL.to_string()],
-            cluster: false,
+            nodes: vec![NodeSpec::Master(DEFAULT_URL.to_string())],
             key_prefix: String::new(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
@@ -68,14 +64,44 @@ impl Default for ClientConfig {
     }
 }
 
+/// One lock node: one vote in the quorum.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum NodeSpec {
+    /// One Redis master, by URL.
+    Master(String),
+    /// A Redis Cluster, by its seed URLs: one vote whose commands route by key,
+    /// so a lock's keys must share a hash slot.
+    Cluster(Vec<String>),
+}
+
+impl From<String> for NodeSpec {
+    fn from(url: String) -> Self {
+        NodeSpec::Master(url)
+    }
+}
+
+impl From<&str> for NodeSpec {
+    fn from(url: &str) -> Self {
+        NodeSpec::Master(url.to_string())
+    }
+}
+
+impl NodeSpec {
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, NodeSpec::Cluster(_))
+    }
+}
+
 impl ClientConfig {
     /// How many independent lock nodes there are: a cluster counts as one.
     pub fn node_count(&self) -> usize {
-        if self.cluster {
-            1
-        } else {
-            self.nodes.len()
-        }
+        self.nodes.len()
+    }
+
+    /// True when a member is a Redis Cluster (its locks must keep to one hash slot).
+    pub fn has_cluster(&self) -> bool {
+        self.nodes.iter().any(NodeSpec::is_cluster)
     }
 
     pub fn quorum(&self) -> usize {
@@ -105,8 +131,22 @@ impl ClientConfig {
     pub fn validate(&self) -> Result<()> {
         if self.nodes.is_empty() {
             return Err(LockError::invalid_value(
-                if self.cluster { "cluster" } else { "nodes" },
+                "nodes",
                 "must list at least one Redis URL",
+            ));
+        }
+        if let Some(i) = self
+            .nodes
+            .iter()
+            .position(|n| matches!(n, NodeSpec::Cluster(seeds) if seeds.is_empty()))
+        {
+            return Err(LockError::invalid_value(
+                if self.nodes.len() == 1 {
+                    "cluster"
+                } else {
+                    "nodes"
+                },
+                &format!("member {i} is a cluster with no seed URL; give at least one"),
             ));
         }
         if !(0.0..0.5).contains(&self.drift_factor) || !self.drift_factor.is_finite() {
@@ -126,7 +166,7 @@ impl ClientConfig {
     /// What an acquisition's settings must fit in this deployment.
     pub fn check_spec(&self, spec: &AcquireSpec) -> Result<()> {
         if let Some((_, wait)) = spec.wait_replicas {
-            if self.cluster || self.nodes.len() > 1 {
+            if self.has_cluster() || self.nodes.len() > 1 {
                 return Err(LockError::invalid_value(
                     "waitReplicas",
                     "applies to one Redis master with replicas, not to several nodes (Redlock) or a cluster",
@@ -324,6 +364,38 @@ mod tests {
     }
 
     #[test]
+    fn members_are_masters_or_clusters() {
+        let cluster =
+            |seeds: &[&str]| NodeSpec::Cluster(seeds.iter().map(|s| s.to_string()).collect());
+        let mut cfg = ClientConfig::default();
+        assert!(!cfg.has_cluster());
+        cfg.nodes = vec!["redis://a".into(), cluster(&["redis://b", "redis://c"])];
+        assert!(cfg.has_cluster());
+        assert_eq!(cfg.node_count(), 2);
+        assert!(cfg.validate().is_ok());
+        cfg.nodes.push(cluster(&[]));
+        let err = cfg.validate().expect_err("a cluster member needs a seed");
+        assert_eq!(err.code, ErrorCode::InvalidArgValue);
+        // waitReplicas: one plain master only, never a cluster member.
+        for nodes in [
+            vec![cluster(&["redis://b"])],
+            vec!["redis://a".into(), cluster(&["redis://b"])],
+        ] {
+            cfg.nodes = nodes;
+            let spec = AcquireOptions {
+                wait_replicas: Some(1),
+                ..Default::default()
+            }
+            .resolve()
+            .expect("valid options");
+            assert_eq!(
+                cfg.check_spec(&spec).expect_err("refused").code,
+                ErrorCode::InvalidArgValue
+            );
+        }
+    }
+
+    #[test]
     fn node_timeout_is_a_share_of_ttl_with_several_nodes() {
         let mut cfg = ClientConfig::default();
         assert_eq!(
@@ -341,7 +413,10 @@ mod tests {
             Duration::from_millis(102)
         );
         // A cluster's seeds are one lock node.
-        cfg.cluster = true;
+        cfg.nodes = vec![NodeSpec::Cluster(vec![
+            "redis://a".into(),
+            "redis://b".into(),
+        ])];
         assert_eq!(cfg.quorum(), 1);
         assert_eq!(
             cfg.node_timeout_for(Duration::from_secs(10)),

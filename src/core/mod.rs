@@ -30,7 +30,7 @@ pub mod watchdog;
 
 pub use acquire::{Permits, Request};
 pub use client::{Client, Inspection};
-pub use config::{AcquireOptions, ClientConfig};
+pub use config::{AcquireOptions, ClientConfig, NodeSpec};
 pub use error::{ErrorCode, Fault, LockError, NodeAnswer, NodeReport};
 pub use lock::Lock;
 pub use shared::{Event, EventHook};

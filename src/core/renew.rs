@@ -39,9 +39,10 @@ impl Renewer for Inner {
         self.lose(state, lost(&label, reason));
     }
 
-    /// Renews a batch of locks with one pipelined round trip per node. On a
-    /// cluster, renewals go side by side and each lock settles on its own reply,
-    /// so a master that stalls (e.g. during a failover) holds back only its locks.
+    /// Renews a batch of locks with one pipelined round trip per node (per hash
+    /// slot on a cluster member). On a client whose only node is a cluster,
+    /// renewals go side by side and each lock settles on its own reply, so a
+    /// master that stalls (e.g. during a failover) holds back only its locks.
     async fn renew(self: Arc<Self>, batch: Vec<Arc<LockState>>) {
         let started = Instant::now();
         // A lock whose manual extend is in flight is left to it (the extend
@@ -101,8 +102,11 @@ impl Renewer for Inner {
         };
         let mut renewed_count = 0;
         let mut first_fault: Vec<Option<NodeAnswer>> = vec![None; self.nodes.len()];
-        if self.cfg.cluster {
-            let node = &self.nodes[0];
+        let only_cluster = match self.nodes.as_slice() {
+            [node] if node.is_cluster() => Some(node),
+            _ => None,
+        };
+        if let Some(node) = only_cluster {
             let settled = join_all(renewals.iter().enumerate().map(|(i, r)| {
                 let settle = &settle;
                 async move {

@@ -1,19 +1,30 @@
-//! A Redis Cluster of six real servers (three masters, three replicas).
+//! A Redis Cluster of real servers: six (three masters, three replicas), or a
+//! small one of three masters for quorums of several clusters.
 
 use std::process::Command;
 use std::time::Duration;
 
 use super::{eventually, RedisServer};
 
-/// Six cluster-mode servers: three masters, three replicas. Every process is
-/// killed by its PID when this is dropped.
+/// Cluster-mode servers, three of them masters. Every process is killed by
+/// its PID when this is dropped.
 pub struct Cluster {
     pub servers: Vec<RedisServer>,
 }
 
 impl Cluster {
+    /// Three masters with one replica each.
     pub async fn start() -> Cluster {
-        let servers: Vec<RedisServer> = (0..6)
+        Cluster::with_replicas(1).await
+    }
+
+    /// Three masters, no replicas.
+    pub async fn small() -> Cluster {
+        Cluster::with_replicas(0).await
+    }
+
+    async fn with_replicas(replicas: usize) -> Cluster {
+        let servers: Vec<RedisServer> = (0..3 * (1 + replicas))
             .map(|_| {
                 RedisServer::start_with(&[
                     "--cluster-enabled",
@@ -31,7 +42,7 @@ impl Cluster {
             create.arg(s.name());
         }
         let out = create
-            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .output()
             .expect("run redis-cli --cluster create");
         assert!(
@@ -56,12 +67,13 @@ impl Cluster {
             .expect("a server of this cluster")
     }
 
-    /// Waits until every node reports `cluster_state:ok` and knows all six.
+    /// Waits until every node reports `cluster_state:ok` and knows all the others.
     pub async fn settled(&self, within: Duration) {
+        let known = format!("cluster_known_nodes:{}", self.servers.len());
         eventually(within, "the cluster is ok on every node", || async {
             for s in &self.servers {
                 let info: String = s.query(redis::cmd("CLUSTER").arg("INFO")).await;
-                if !info.contains("cluster_state:ok") || !info.contains("cluster_known_nodes:6") {
+                if !info.contains("cluster_state:ok") || !info.contains(&known) {
                     return false;
                 }
             }

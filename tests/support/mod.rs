@@ -27,7 +27,7 @@ static NEXT_PREFIX: AtomicU64 = AtomicU64::new(0);
 /// tests never see each other's keys.
 pub fn config(servers: &[&RedisServer]) -> ClientConfig {
     let mut cfg = ClientConfig::default();
-    cfg.nodes = servers.iter().map(|s| s.url()).collect();
+    cfg.nodes = servers.iter().map(|s| s.url().into()).collect();
     cfg.key_prefix = format!(
         "it{}:{}:",
         std::process::id(),

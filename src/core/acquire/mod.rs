@@ -92,8 +92,9 @@ impl Inner {
         let n = self.nodes.len();
         let mut token = permits::token(permits);
         let mut attempts: u32 = 0;
-        // Waiting for one key on plain masters: queue up for its release notices.
-        let notices = keys.len() == 1 && !self.cfg.cluster;
+        // Waiting for one key: queue up for its release notices from the plain
+        // masters (cluster members send none; their waiters keep the retry timer).
+        let notices = keys.len() == 1 && self.nodes.iter().any(|n| !n.is_cluster());
         let mut queued: Option<Queued> = None;
         let undo_timeout = self.cfg.node_timeout_for(spec.ttl);
         let every_node: Vec<usize> = (0..n).collect();

@@ -9,10 +9,35 @@ use redis::cluster::ClusterClientBuilder;
 use redis::{Client, ClientTlsConfig, ConnectionAddr, TlsCertificates};
 
 use super::{Node, Target};
-use crate::core::config::TlsConfig;
+use crate::core::config::{ClientConfig, NodeSpec, TlsConfig};
 use crate::core::error::{LockError, Result};
 
+/// What a cluster node's name starts with, before its seeds.
+const CLUSTER_PREFIX: &str = "cluster ";
+
 impl Node {
+    /// One member of `cfg`'s quorum (no I/O).
+    pub fn for_spec(spec: &NodeSpec, cfg: &ClientConfig) -> Result<Node> {
+        match spec {
+            NodeSpec::Master(url) => Node::for_url(url, cfg.tls.as_ref(), cfg.connect_timeout),
+            NodeSpec::Cluster(seeds) => Node::for_cluster(
+                seeds,
+                cfg.tls.as_ref(),
+                cfg.connect_timeout,
+                cfg.command_timeout,
+            ),
+        }
+    }
+
+    /// The `host:port` addresses (or socket paths) this node was given: a
+    /// master's one, a cluster's seeds.
+    pub fn addresses(&self) -> Vec<&str> {
+        match self.name.strip_prefix(CLUSTER_PREFIX) {
+            Some(seeds) => seeds.split(',').collect(),
+            None => vec![self.name.as_str()],
+        }
+    }
+
     /// A single Redis master at `url` (parsed here; connected on first use).
     pub fn for_url(url: &str, tls: Option<&TlsConfig>, connect_timeout: Duration) -> Result<Node> {
         let scheme_ok = ["redis://", "rediss://", "unix://", "redis+unix://"]
@@ -86,7 +111,7 @@ impl Node {
             )
         })?;
         Ok(Node::new(
-            format!("cluster {}", names.join(",")),
+            format!("{CLUSTER_PREFIX}{}", names.join(",")),
             Target::Cluster(client),
             connect_timeout,
         ))

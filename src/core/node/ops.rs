@@ -1,6 +1,7 @@
 //! The lock operations on one node: the scripts, the batched renewal and its
 //! recovery from a flushed script cache (NOSCRIPT), each bounded by a timeout.
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::time::Duration;
 
@@ -10,7 +11,7 @@ use redis::{Cmd, RedisError, Value};
 use super::{Connection, Node};
 use crate::core::broken;
 use crate::core::error::{Fault, NodeAnswer};
-use crate::core::keys::CHANNEL_PREFIX;
+use crate::core::keys::{key_slot, CHANNEL_PREFIX};
 use crate::core::scripts;
 
 /// Most keys one renewal script touches: Redis runs a script without
@@ -144,15 +145,46 @@ pub(super) async fn extend_on(
     timeout: Duration,
 ) -> Vec<NodeAnswer> {
     if let Connection::Cluster(cluster) = con {
-        // One script cannot span hash slots: send the renewals side by side,
-        // each routed by its first key, over the same multiplexed connections.
+        // One script cannot span hash slots: one pipelined batch per slot (each
+        // lock's keys share one), the slots side by side over the same
+        // multiplexed connections.
         let cluster = &*cluster;
-        return join_all(batch.iter().map(|r| async move {
+        let mut slots: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+        for (i, r) in batch.iter().enumerate() {
+            let slot = r.keys.first().map_or(0, |k| key_slot(k));
+            slots.entry(slot).or_default().push(i);
+        }
+        let groups = join_all(slots.into_values().map(|members| async move {
+            let group: Vec<Renewal<'_>> = members
+                .iter()
+                .map(|&i| Renewal {
+                    keys: batch[i].keys,
+                    token: batch[i].token,
+                    ttl_ms: batch[i].ttl_ms,
+                })
+                .collect();
             let mut con = Connection::Cluster(cluster.clone());
-            extend_one_on(&mut con, r, timeout).await
+            let answers = extend_pipelined(&mut con, &group, timeout).await;
+            (members, answers)
         }))
         .await;
+        let mut out = vec![NodeAnswer::Timeout; batch.len()];
+        for (members, answers) in groups {
+            for (i, answer) in members.into_iter().zip(answers) {
+                out[i] = answer;
+            }
+        }
+        return out;
     }
+    extend_pipelined(con, batch, timeout).await
+}
+
+/// The renewal script over `batch` in one pipeline, reloaded once on NOSCRIPT.
+async fn extend_pipelined(
+    con: &mut Connection,
+    batch: &[Renewal<'_>],
+    timeout: Duration,
+) -> Vec<NodeAnswer> {
     let hash = scripts::RENEW.get_hash();
     let answers = renew_pipeline(con, batch, hash, timeout).await;
     if !answers.iter().any(is_noscript) {
@@ -160,6 +192,7 @@ pub(super) async fn extend_on(
     }
     // The node lost its script cache (SCRIPT FLUSH or a restart): nothing ran
     // for those entries, so loading the script and sending them again is safe.
+    // (SCRIPT LOAD reaches every node of a cluster.)
     let source = include_str!("../../scripts/renew.lua");
     if let Err(answer) = bounded(timeout, load(con, source)).await {
         return vec![answer; batch.len()];
