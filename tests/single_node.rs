@@ -221,8 +221,11 @@ async fn contention_fails_with_taken_and_the_holders_remaining_ttl() {
     assert_eq!(err.attempts, 3, "first attempt plus two retries");
     assert_eq!(err.key.as_deref(), Some("res"));
     let remaining = err.remaining_ms.expect("the holder's PTTL is reported");
+    // The holder's watchdog renews every ttl/3, and a waiter that hears release
+    // notices pauses until the lease's end: the last attempt may read any PTTL
+    // down to two thirds of the TTL (less a little for the renewal's round trip).
     assert!(
-        (4_000..=5_000).contains(&remaining),
+        (3_000..=5_000).contains(&remaining),
         "remaining_ms {remaining}"
     );
     assert_eq!(err.nodes.len(), 1);
