@@ -38,6 +38,9 @@ pub struct ClientConfig {
     /// `nodes` are seeds of one Redis Cluster: one logical lock node (quorum 1 of
     /// 1) whose commands route by key; a lock's keys must share a hash slot.
     pub cluster: bool,
+    /// A master found through Redis Sentinel instead of `nodes` (which are then
+    /// empty): one lock node that follows failovers.
+    pub sentinel: Option<SentinelConfig>,
     pub key_prefix: String,
     pub connect_timeout: Duration,
     pub command_timeout: Duration,
@@ -56,6 +59,7 @@ impl Default for ClientConfig {
         ClientConfig {
             nodes: vec![DEFAULT_URL.to_string()],
             cluster: false,
+            sentinel: None,
             key_prefix: String::new(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
@@ -71,7 +75,7 @@ impl Default for ClientConfig {
 impl ClientConfig {
     /// How many independent lock nodes there are: a cluster counts as one.
     pub fn node_count(&self) -> usize {
-        if self.cluster {
+        if self.cluster || self.sentinel.is_some() {
             1
         } else {
             self.nodes.len()
@@ -103,7 +107,21 @@ impl ClientConfig {
     }
 
     pub fn validate(&self) -> Result<()> {
-        if self.nodes.is_empty() {
+        if let Some(sentinel) = &self.sentinel {
+            if self.cluster || !self.nodes.is_empty() {
+                return Err(LockError::invalid_value(
+                    "sentinel",
+                    "cannot be combined with url, nodes or cluster (the sentinels name the master)",
+                ));
+            }
+            if self.tls.is_some() {
+                return Err(LockError::invalid_value(
+                    "tls",
+                    "is not supported with sentinel (sentinels and master are reached without TLS)",
+                ));
+            }
+            sentinel.validate()?;
+        } else if self.nodes.is_empty() {
             return Err(LockError::invalid_value(
                 if self.cluster { "cluster" } else { "nodes" },
                 "must list at least one Redis URL",
@@ -141,6 +159,61 @@ impl ClientConfig {
             }
         }
         Ok(())
+    }
+}
+
+/// A master found through Redis Sentinel.
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub struct SentinelConfig {
+    /// `redis://[user:password@]host:port` of each sentinel, asked in turn.
+    pub sentinels: Vec<String>,
+    /// The name the sentinels monitor the master under.
+    pub name: String,
+    /// Credentials for sentinels whose URL carries none.
+    pub sentinel_username: Option<String>,
+    pub sentinel_password: Option<String>,
+    /// Credentials for the master.
+    pub username: Option<String>,
+    pub password: Option<String>,
+    /// The master's database number.
+    pub db: i64,
+}
+
+impl SentinelConfig {
+    pub fn validate(&self) -> Result<()> {
+        if self.sentinels.is_empty() {
+            return Err(LockError::invalid_value(
+                "sentinel.sentinels",
+                "must list at least one sentinel URL",
+            ));
+        }
+        if let Some(url) = self.sentinels.iter().find(|u| !u.starts_with("redis://")) {
+            let reason = if url.starts_with("rediss://") {
+                "must list redis:// URLs (TLS to sentinels is not supported)"
+            } else {
+                "must list redis:// URLs"
+            };
+            return Err(LockError::invalid_value("sentinel.sentinels", reason));
+        }
+        if self.name.is_empty() {
+            return Err(LockError::invalid_value(
+                "sentinel.name",
+                "must be the name the sentinels monitor the master under (a non-empty string)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for SentinelConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print passwords (the sentinel URLs may carry some).
+        f.debug_struct("SentinelConfig")
+            .field("sentinels", &self.sentinels.len())
+            .field("name", &self.name)
+            .field("db", &self.db)
+            .finish()
     }
 }
 
