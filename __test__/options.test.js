@@ -9,7 +9,7 @@ const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
-const { ACQUIRE, ACQUIRE_JS, CLIENT, TLS_FIELDS } = require('../lib/validate')
+const { ACQUIRE, ACQUIRE_JS, CLIENT, SENTINEL, TLS_FIELDS } = require('../lib/validate')
 const binding = require('../binding.js')
 
 const dts = fs.readFileSync(path.join(__dirname, '..', 'binding.d.ts'), 'utf8')
@@ -25,7 +25,7 @@ function fields(name) {
 }
 
 /** How validate.js names each TS type of the binding. */
-const AS_JS = { number: 'number', boolean: 'boolean', string: 'string', 'Array<string>': 'string[]', TlsOptions: 'object' }
+const AS_JS = { number: 'number', boolean: 'boolean', string: 'string', 'Array<string>': 'string[]', TlsOptions: 'object', SentinelOptions: 'object' }
 
 function expected(name) {
   return Object.fromEntries(Object.entries(fields(name)).map(([k, t]) => [k, AS_JS[t] ?? `unmapped TS type ${t}`]))
@@ -45,6 +45,10 @@ test('acquire options are the fields of AcquireOptions, plus the JS-only signal 
 
 test('tls fields are the fields of TlsOptions', () => {
   assert.deepEqual([...TLS_FIELDS].sort(), Object.keys(fields('TlsOptions')).sort())
+})
+
+test('sentinel fields are the fields of SentinelOptions, with their types', () => {
+  assert.deepEqual(sorted(SENTINEL), sorted(expected('SentinelOptions')))
 })
 
 test('limits and defaults come from the addon, declared once in Rust', () => {
