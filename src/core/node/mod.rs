@@ -135,7 +135,8 @@ impl Node {
 
     /// The shared connection, opened on first use within the connect timeout.
     pub async fn connection(&self) -> Result<Connection, NodeAnswer> {
-        if let Some(con) = sync::read(&self.current).clone() {
+        let shared = sync::read(&self.current).clone();
+        if let Some(con) = shared {
             if !self.is_stale(&con) {
                 return Ok(con);
             }
