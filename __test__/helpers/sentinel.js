@@ -90,7 +90,8 @@ class Topology {
   /**
    * Asks a sentinel for a failover (again while it answers that none can start
    * yet: a demoted master becomes a usable replica only some seconds after a
-   * failover); resolves with the promoted server once it reports itself master.
+   * failover); resolves with the promoted server once it reports itself master
+   * and every sentinel names it (`promotedAt` is when it first reported master).
    */
   async failover() {
     const before = await this.masterPort()
@@ -102,6 +103,10 @@ class Topology {
     await waitFor(async () => (await call(this.sentinels[0].port, 'SENTINEL', 'FAILOVER', NAME)) === 'OK',
       { timeout: 30000, interval: 200, what: 'a sentinel to start a failover' })
     await waitFor(async () => (await this.role(other.port)) === 'master', { timeout: 15000, what: 'the replica promoted' })
+    this.promotedAt = performance.now()
+    for (let i = 0; i < this.sentinels.length; i++) {
+      await waitFor(async () => (await this.masterPort(i)) === other.port, { timeout: 15000, what: `sentinel ${i} to name the new master` })
+    }
     return other
   }
 

@@ -1,14 +1,17 @@
-//! A master found through Redis Sentinel. The sentinels are asked in turn
-//! (`SENTINEL get-master-addr-by-name`) and the address they give is used only
-//! once `ROLE` confirms it is a master. A connection is never reopened to the
-//! same address: it turns stale when it breaks, when the server answers
-//! `READONLY` (it was demoted), or when a sentinel announces `+switch-master`,
-//! and the next caller resolves the master again.
+//! A master found through Redis Sentinel. Every sentinel is asked (`SENTINEL
+//! MASTER <name>`, side by side); the address with the newest configuration
+//! epoch is used once `ROLE` confirms it is a master (a sentinel that has not
+//! heard of a failover yet still names the old master). A connection is never
+//! reopened to the same address: it turns stale when it breaks, when the server
+//! answers `READONLY` (it was demoted), or when a sentinel announces
+//! `+switch-master` to another address, and the next caller resolves again.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use futures_util::future::join_all;
 use futures_util::StreamExt;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{
@@ -32,10 +35,25 @@ pub(super) struct Sentinel {
     /// Bumped whenever the master may have changed: a connection opened at an
     /// older epoch is stale.
     epoch: AtomicU64,
-    /// The master's address as last resolved.
-    resolved: Mutex<Option<(String, u16)>>,
+    /// The master's address as last resolved, with the configuration epoch
+    /// of the sentinel that named it.
+    resolved: Mutex<Option<Named>>,
     watching: AtomicBool,
     stop: CancellationToken,
+}
+
+/// A master's address as one sentinel names it.
+#[derive(Clone, PartialEq)]
+struct Named {
+    host: String,
+    port: u16,
+    config_epoch: u64,
+}
+
+impl Named {
+    fn same_addr(&self, other: &Named) -> bool {
+        self.host == other.host && self.port == other.port
+    }
 }
 
 impl Drop for Sentinel {
@@ -163,26 +181,33 @@ impl Sentinel {
         config: AsyncConnectionConfig,
     ) -> RedisResult<(MultiplexedConnection, u64)> {
         let epoch = self.epoch();
-        let ask = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.timeout))
-            .set_response_timeout(Some(self.timeout));
+        let ask = self.ask_config();
+        let answers = join_all(
+            self.sentinels
+                .iter()
+                .map(|info| named_master(info, &self.service, &ask)),
+        )
+        .await;
         let mut last = None;
-        for info in &self.sentinels {
-            let addr = match master_addr(info, &self.service, &ask).await {
-                Ok(addr) => addr,
-                Err(e) => {
-                    last = Some(e);
-                    continue;
-                }
-            };
-            let master = ConnectionAddr::Tcp(addr.0.clone(), addr.1)
+        let mut named: Vec<Named> = Vec::new();
+        for answer in answers {
+            match answer {
+                Ok(n) if !named.iter().any(|m| m.same_addr(&n)) => named.push(n),
+                Ok(_) => {}
+                Err(e) => last = Some(e),
+            }
+        }
+        // The newest configuration first: it knows of the latest failover.
+        named.sort_by(|a, b| b.config_epoch.cmp(&a.config_epoch));
+        for n in named {
+            let master = ConnectionAddr::Tcp(n.host.clone(), n.port)
                 .into_connection_info()?
                 .set_redis_settings(self.master.clone().set_protocol(protocol));
             match verified_master(master, &config).await {
                 Ok(con) => {
                     let mut resolved = sync::lock(&self.resolved);
-                    let moved = resolved.as_ref().is_some_and(|r| *r != addr);
-                    *resolved = Some(addr);
+                    let moved = resolved.as_ref().is_some_and(|r| !r.same_addr(&n));
+                    *resolved = Some(n);
                     if moved {
                         // Another master than the last one: older connections go.
                         self.master_changed();
@@ -199,47 +224,53 @@ impl Sentinel {
         }))
     }
 
-    /// Listens (once per node, in the background) for `+switch-master` on one
-    /// sentinel at a time, moving to the next when it goes away.
+    fn ask_config(&self) -> AsyncConnectionConfig {
+        AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout))
+    }
+
+    /// A sentinel named `n` (in an announcement or an answer): if that is
+    /// another master than the one resolved, and not an older configuration,
+    /// connections go stale.
+    fn heard(&self, n: &Named) {
+        let resolved = sync::lock(&self.resolved);
+        if resolved
+            .as_ref()
+            .is_some_and(|r| !r.same_addr(n) && n.config_epoch >= r.config_epoch)
+        {
+            self.master_changed();
+        }
+    }
+
+    /// Listens (once per node, in the background) on every sentinel for
+    /// `+switch-master`: the sentinels learn of a failover one after another.
     fn watch(self: &Arc<Self>) {
         if self.watching.swap(true, Ordering::AcqRel) {
             return;
         }
-        let weak = Arc::downgrade(self);
-        let stop = self.stop.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = stop.cancelled() => {}
-                _ = watch(weak) => {}
-            }
-        });
-    }
-
-    /// After (re)subscribing: a switch may have happened while nobody listened.
-    async fn check_resolved(&self, info: &ConnectionInfo) {
-        let ask = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.timeout))
-            .set_response_timeout(Some(self.timeout));
-        if let Ok(addr) = master_addr(info, &self.service, &ask).await {
-            let resolved = sync::lock(&self.resolved);
-            if resolved.as_ref().is_some_and(|r| *r != addr) {
-                self.master_changed();
-            }
+        for info in &self.sentinels {
+            let weak = Arc::downgrade(self);
+            let stop = self.stop.clone();
+            let info = info.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = stop.cancelled() => {}
+                    _ = watch(weak, info) => {}
+                }
+            });
         }
     }
 }
 
-/// The watcher's loop; ends when the node is gone.
-async fn watch(weak: Weak<Sentinel>) {
-    let mut next = 0usize;
+/// One sentinel's watcher; ends when the node is gone.
+async fn watch(weak: Weak<Sentinel>, info: ConnectionInfo) {
     let mut pause = Duration::from_millis(50);
     loop {
         let Some(s) = weak.upgrade() else { return };
-        let info = s.sentinels[next % s.sentinels.len()].clone();
         let service = s.service.clone();
         let timeout = s.timeout;
         drop(s);
-        next += 1;
         let subscribed = async {
             let client = Client::open(info.clone())?;
             let mut pubsub = client.get_async_pubsub().await?;
@@ -248,20 +279,30 @@ async fn watch(weak: Weak<Sentinel>) {
         };
         if let Ok(Ok(mut pubsub)) = tokio::time::timeout(timeout, subscribed).await {
             pause = Duration::from_millis(50);
-            match weak.upgrade() {
-                Some(s) => s.check_resolved(&info).await,
-                None => return,
+            // A switch may have happened while nobody listened here.
+            let Some(s) = weak.upgrade() else { return };
+            if let Ok(n) = named_master(&info, &service, &s.ask_config()).await {
+                s.heard(&n);
             }
+            drop(s);
             let mut messages = pubsub.on_message();
             while let Some(msg) = messages.next().await {
                 // "<name> <old ip> <old port> <new ip> <new port>"
                 let payload: String = msg.get_payload().unwrap_or_default();
-                if payload.split(' ').next() == Some(service.as_str()) {
-                    match weak.upgrade() {
-                        Some(s) => s.master_changed(),
-                        None => return,
-                    }
+                let words: Vec<&str> = payload.split(' ').collect();
+                let [name, _, _, host, port] = words.as_slice() else {
+                    continue;
+                };
+                if *name != service {
+                    continue;
                 }
+                let Some(s) = weak.upgrade() else { return };
+                s.heard(&Named {
+                    host: host.to_string(),
+                    port: port.parse().unwrap_or(0),
+                    // An announcement is news: newer than what was resolved.
+                    config_epoch: u64::MAX,
+                });
             }
         }
         tokio::time::sleep(pause).await;
@@ -269,32 +310,35 @@ async fn watch(weak: Weak<Sentinel>) {
     }
 }
 
-/// Asks one sentinel where the master `service` is.
-async fn master_addr(
+/// Asks one sentinel where the master `service` is (`SENTINEL MASTER`).
+async fn named_master(
     info: &ConnectionInfo,
     service: &str,
     config: &AsyncConnectionConfig,
-) -> RedisResult<(String, u16)> {
+) -> RedisResult<Named> {
     let client = Client::open(info.clone())?;
     let mut con = client
         .get_multiplexed_async_connection_with_config(config)
         .await?;
     let mut cmd = redis::cmd("SENTINEL");
-    cmd.arg("get-master-addr-by-name").arg(service);
-    let reply: Option<(String, String)> = cmd.query_async(&mut con).await?;
-    let Some((host, port)) = reply else {
-        return Err(RedisError::from((
+    cmd.arg("MASTER").arg(service);
+    let fields: HashMap<String, String> = cmd.query_async(&mut con).await?;
+    let host = fields.get("ip").cloned();
+    let port = fields.get("port").and_then(|p| p.parse::<u16>().ok());
+    match (host, port) {
+        (Some(host), Some(port)) => Ok(Named {
+            host,
+            port,
+            config_epoch: fields
+                .get("config-epoch")
+                .and_then(|e| e.parse().ok())
+                .unwrap_or(0),
+        }),
+        _ => Err(RedisError::from((
             ErrorKind::MasterNameNotFoundBySentinel,
-            "the sentinel does not monitor this master name",
-        )));
-    };
-    let port = port.parse::<u16>().map_err(|_| {
-        RedisError::from((
-            ErrorKind::UnexpectedReturnType,
-            "the sentinel gave a master address without a valid port",
-        ))
-    })?;
-    Ok((host, port))
+            "the sentinel gave no master address",
+        ))),
+    }
 }
 
 /// Connects to `master` and checks with `ROLE` that it is a master.
