@@ -116,16 +116,18 @@ pub struct SentinelOptions {
 
 impl SentinelOptions {
     fn to_core(&self) -> Result<config::SentinelConfig, LockError> {
-        let mut cfg = config::SentinelConfig::default();
-        cfg.sentinels = self.sentinels.clone().unwrap_or_default();
-        cfg.name = self.name.clone().unwrap_or_default();
-        cfg.sentinel_username = self.sentinel_username.clone();
-        cfg.sentinel_password = self.sentinel_password.clone();
-        cfg.username = self.username.clone();
-        cfg.password = self.password.clone();
-        if let Some(db) = self.db {
-            cfg.db = whole_number("sentinel.db", db, 0)? as i64;
-        }
+        let cfg = config::SentinelConfig {
+            sentinels: self.sentinels.clone().unwrap_or_default(),
+            name: self.name.clone().unwrap_or_default(),
+            sentinel_username: self.sentinel_username.clone(),
+            sentinel_password: self.sentinel_password.clone(),
+            username: self.username.clone(),
+            password: self.password.clone(),
+            db: match self.db {
+                Some(db) => whole_number("sentinel.db", db, 0)? as i64,
+                None => 0,
+            },
+        };
         cfg.validate()?;
         Ok(cfg)
     }

@@ -397,6 +397,65 @@ mod tests {
     }
 
     #[test]
+    fn a_sentinel_master_is_one_node_and_stands_alone() {
+        let sentinel = SentinelConfig {
+            sentinels: vec!["redis://127.0.0.1:26379".into()],
+            name: "mymaster".into(),
+            ..Default::default()
+        };
+        let cfg = ClientConfig {
+            nodes: Vec::new(),
+            sentinel: Some(sentinel.clone()),
+            ..ClientConfig::default()
+        };
+        assert!(cfg.validate().is_ok());
+        assert_eq!((cfg.node_count(), cfg.quorum()), (1, 1));
+        let with_nodes = ClientConfig {
+            sentinel: Some(sentinel.clone()),
+            ..ClientConfig::default()
+        };
+        let err = with_nodes.validate().expect_err("sentinel with nodes");
+        assert!(
+            err.message.contains("cannot be combined"),
+            "{}",
+            err.message
+        );
+        for (bad, name) in [
+            (
+                SentinelConfig {
+                    sentinels: Vec::new(),
+                    ..sentinel.clone()
+                },
+                "sentinel.sentinels",
+            ),
+            (
+                SentinelConfig {
+                    sentinels: vec!["rediss://127.0.0.1:26379".into()],
+                    ..sentinel.clone()
+                },
+                "sentinel.sentinels",
+            ),
+            (
+                SentinelConfig {
+                    name: String::new(),
+                    ..sentinel.clone()
+                },
+                "sentinel.name",
+            ),
+        ] {
+            let err = bad.validate().expect_err(name);
+            assert_eq!(err.code, ErrorCode::InvalidArgValue, "{name}");
+            assert!(err.message.contains(name), "{}", err.message);
+        }
+        let secret = SentinelConfig {
+            password: Some("s3cret".into()),
+            sentinel_password: Some("s3cret".into()),
+            ..sentinel
+        };
+        assert!(!format!("{secret:?}").contains("s3cret"));
+    }
+
+    #[test]
     fn node_timeout_is_a_share_of_ttl_with_several_nodes() {
         let mut cfg = ClientConfig::default();
         assert_eq!(

@@ -225,8 +225,11 @@ async fn open(target: Target, timeout: Duration) -> Result<Connection, NodeAnswe
                     e,
                 ))),
                 Err(_) => Err(NodeAnswer::Unreachable(
-                    format!("no master through the sentinels within {} ms", timeout.as_millis())
-                        .into(),
+                    format!(
+                        "no master through the sentinels within {} ms",
+                        timeout.as_millis()
+                    )
+                    .into(),
                 )),
             };
         }

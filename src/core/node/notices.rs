@@ -38,7 +38,9 @@ impl Node {
     pub async fn subscribe(&self, channel: &str, sink: &NoticeSink, timeout: Duration) -> bool {
         let (client, config) = match &self.target {
             Target::Single(client, config) => (client, config),
-            Target::Sentinel(s) => return self.subscribe_following(s, channel, sink, timeout).await,
+            Target::Sentinel(s) => {
+                return self.subscribe_following(s, channel, sink, timeout).await
+            }
             Target::Cluster(_) => return false,
         };
         let mut notices = self.notices.lock().await;

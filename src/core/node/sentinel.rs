@@ -198,7 +198,7 @@ impl Sentinel {
             }
         }
         // The newest configuration first: it knows of the latest failover.
-        named.sort_by(|a, b| b.config_epoch.cmp(&a.config_epoch));
+        named.sort_by_key(|n| std::cmp::Reverse(n.config_epoch));
         for n in named {
             let master = ConnectionAddr::Tcp(n.host.clone(), n.port)
                 .into_connection_info()?
