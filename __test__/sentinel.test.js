@@ -250,6 +250,11 @@ describe('sentinel: the master killed', () => {
         { timeout: ttl, interval: 20, what: 'a renewal of the surviving lock on the new master' })
       assert.equal(kept.signal.aborted, false)
       assert.equal(c.lostEvents.length, 0)
+      // The connection used for waitReplicas moved too (no replica is left to acknowledge).
+      const acked = await c.acquire('s:acked-after', { waitReplicas: 1, waitReplicasTimeout: 100 })
+      assert.equal(await get(topology.replica, 's:acked-after'), acked.token)
+      assert.equal(acked.replicas, 0)
+      await acked.release()
       await kept.release()
       t.diagnostic(`master SIGKILL -> first acquire on the new master: ${Math.round(tAcquire - t0)} ms (down-after-milliseconds 1000)`)
     } finally {
