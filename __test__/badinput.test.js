@@ -80,6 +80,9 @@ test('bad client options: malformed URL, unknown scheme, wrong types', () => {
     [{ nodes: ['redis://127.0.0.1:1', 'redis://127.0.0.1:1'] }, VALUE],
     [{ driftFactor: -0.1 }, RANGE], [{ driftFactor: 0.9 }, RANGE], [{ connectTimeout: 0 }, RANGE],
     [{ keyPrefix: 5 }, TYPE], ['redis://127.0.0.1', TYPE],
+    [{ sentinel: { sentinels: [], name: 'm' } }, VALUE], [{ sentinel: { sentinels: ['redis://127.0.0.1:26379'] } }, TYPE],
+    [{ sentinel: { sentinels: ['redis://127.0.0.1:26379'], name: 'm' }, url: 'redis://127.0.0.1:1' }, VALUE],
+    [{ sentinel: { sentinels: ['redis://127.0.0.1:26379'], name: 'm', db: -1 } }, RANGE], [{ sentinel: [] }, TYPE],
   ]
   for (const [options, code] of cases) {
     assert.throws(() => new LockClient(options), (e) => e.code === code, JSON.stringify(options))

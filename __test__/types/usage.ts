@@ -1,11 +1,16 @@
 // Compiled with `tsc --noEmit` against index.d.ts: the public surface as a TypeScript user sees it.
-import { LockClient, LockError, withLock, DistributedLock, type Lock, type LockStats } from 'lockdog'
+import { LockClient, LockError, withLock, DistributedLock, type Lock, type LockStats, type SentinelOptions } from 'lockdog'
 import Redis from 'ioredis'
 
 async function main(): Promise<number> {
   const locks = new LockClient({ url: 'redis://127.0.0.1:6379', keyPrefix: 'lock:', ttl: 30_000 })
   const secure = new LockClient({ url: 'rediss://127.0.0.1:6380', tls: { ca: Buffer.from('pem'), cert: 'pem', key: 'pem' }, fencing: true })
   void secure
+  const sentinelOptions: SentinelOptions = { sentinels: ['redis://127.0.0.1:26379'], name: 'mymaster', password: 'pw', db: 1 }
+  const followed = new LockClient({ sentinel: sentinelOptions, waitReplicas: 1 })
+  void followed
+  // @ts-expect-error the master's name is required
+  void new LockClient({ sentinel: { sentinels: ['redis://127.0.0.1:26379'] } })
   const ac = new AbortController()
   const lock: Lock = await locks.acquire('order:1001:pay', {
     ttl: 10_000, retryCount: 5, retryDelay: 100, retryJitter: 50, waitTimeout: 2_000,
