@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use futures_util::future::join_all;
+use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{
@@ -19,9 +19,14 @@ use redis::{
     IntoConnectionInfo, Pipeline, ProtocolVersion, RedisConnectionInfo, RedisError, RedisFuture,
     RedisResult, Value,
 };
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::sync;
+
+/// How long sentinels that have not answered yet may still do so once a
+/// majority did (a sentinel that lags may name an older master).
+const STRAGGLER_GRACE: Duration = Duration::from_millis(20);
 
 /// The sentinels of one monitored master and how to reach that master.
 pub(super) struct Sentinel {
@@ -182,21 +187,30 @@ impl Sentinel {
     ) -> RedisResult<(MultiplexedConnection, u64)> {
         let epoch = self.epoch();
         let ask = self.ask_config();
-        let answers = join_all(
-            self.sentinels
-                .iter()
-                .map(|info| named_master(info, &self.service, &ask)),
-        )
-        .await;
+        let mut asking: FuturesUnordered<_> = self
+            .sentinels
+            .iter()
+            .map(|info| named_master(info, &self.service, &ask))
+            .collect();
+        let majority = self.sentinels.len() / 2 + 1;
+        let mut answered = 0;
+        let mut deadline = Instant::now() + self.timeout;
         let mut last = None;
         let mut named: Vec<Named> = Vec::new();
-        for answer in answers {
+        // Every answer within the budget, but a paused sentinel does not hold up
+        // the others: once a majority answered, the rest get a short grace.
+        while let Ok(Some(answer)) = tokio::time::timeout_at(deadline, asking.next()).await {
+            answered += 1;
             match answer {
                 Ok(n) if !named.iter().any(|m| m.same_addr(&n)) => named.push(n),
                 Ok(_) => {}
                 Err(e) => last = Some(e),
             }
+            if answered >= majority && !named.is_empty() {
+                deadline = deadline.min(Instant::now() + STRAGGLER_GRACE);
+            }
         }
+        drop(asking);
         // The newest configuration first: it knows of the latest failover.
         named.sort_by_key(|n| std::cmp::Reverse(n.config_epoch));
         for n in named {
