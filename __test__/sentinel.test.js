@@ -68,6 +68,23 @@ describe('sentinel', () => {
     }
   })
 
+  test('a paused sentinel does not hold up the lookup once the others answered', async () => {
+    const paused = topology.sentinels[0]
+    paused.pause()
+    const c = client(topology, { connectTimeout: 3000 })
+    try {
+      const started = performance.now()
+      const lock = await c.acquire('s:paused', { ttl: 5000 })
+      const took = performance.now() - started
+      assert.ok(took < 1500, `acquired in ${Math.round(took)} ms, not after the paused sentinel's timeout`)
+      assert.equal(await get(topology.master, 's:paused'), lock.token)
+      await lock.release()
+    } finally {
+      paused.resume()
+      await c.close()
+    }
+  })
+
   test('bad sentinel options are typed errors, thrown by the constructor', () => {
     const urls = topology.urls
     const cases = [
