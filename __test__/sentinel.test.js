@@ -6,6 +6,8 @@
 
 const { test, describe, before, after } = require('node:test')
 const assert = require('node:assert/strict')
+const { spawnSync } = require('node:child_process')
+const path = require('node:path')
 const { LockClient } = require('..')
 const { waitFor } = require('./helpers')
 const { startSentinels, call } = require('./helpers/sentinel')
@@ -65,6 +67,26 @@ describe('sentinel', () => {
     } finally {
       await c.close()
       await unknown.close()
+    }
+  })
+
+  test('command line: --sentinel and --sentinel-name (or LOCKDOG_SENTINELS and LOCKDOG_SENTINEL_NAME)', async () => {
+    const lockdog = (args, env = {}) => spawnSync(process.execPath, [path.join(__dirname, '..', 'bin', 'lockdog.js'), ...args],
+      { encoding: 'utf8', env: { ...process.env, REDIS_URL: 'redis://127.0.0.1:1', LOCKDOG_NODES: '', ...env }, timeout: 20000 })
+    const c = client(topology)
+    try {
+      const lock = await c.acquire('s:cli', { ttl: 10000 })
+      const held = lockdog(['status', '--json', '--sentinel', topology.urls.join(','), '--sentinel-name', topology.name, 's:cli'])
+      assert.equal(held.status, 1, held.stderr)
+      assert.equal(JSON.parse(held.stdout).held, true)
+      await lock.release()
+      const env = { LOCKDOG_SENTINELS: topology.urls.join(','), LOCKDOG_SENTINEL_NAME: topology.name }
+      const run = lockdog(['exec', '-k', 's:cli', '--', process.execPath, '-e', 'process.exit(7)'], env)
+      assert.equal(run.status, 7, run.stderr)
+      const free = lockdog(['status', 's:cli'], env)
+      assert.equal(free.status, 0, free.stderr)
+    } finally {
+      await c.close()
     }
   })
 
