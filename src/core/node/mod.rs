@@ -1,9 +1,11 @@
-//! One lock node: a Redis master or a whole Redis Cluster, its shared,
-//! auto-reconnecting connection (opened lazily, on first use) and the lock
-//! operations on it, each bounded by a timeout and reduced to a [`NodeAnswer`].
+//! One lock node: a Redis master, a whole Redis Cluster or the master Redis
+//! Sentinel names, its shared, auto-reconnecting connection (opened lazily, on
+//! first use) and the lock operations on it, each bounded by a timeout and
+//! reduced to a [`NodeAnswer`].
 //!
-//! `connect` parses URLs and TLS material, `ops` runs the scripts, `notices`
-//! subscribes to release notices and `acked` writes and `WAIT`s for replicas.
+//! `connect` parses URLs and TLS material, `sentinel` finds and follows a
+//! Sentinel-named master, `ops` runs the scripts, `notices` subscribes to
+//! release notices and `acked` writes and `WAIT`s for replicas.
 
 mod acked;
 mod connect;
@@ -81,8 +83,9 @@ impl ConnectionLike for Connection {
 
 /// A lock node and its lazily opened, shared connection.
 pub struct Node {
-    /// `host:port` (or the socket path), or `cluster host:port,…` for a cluster's
-    /// seeds: safe to print, never carries credentials.
+    /// `host:port` (or the socket path), `cluster host:port,…` for a cluster's
+    /// seeds, or `sentinel name (host:port,…)`: safe to print, never carries
+    /// credentials.
     pub name: String,
     target: Target,
     connect_timeout: Duration,
