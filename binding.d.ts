@@ -225,6 +225,13 @@ export interface LockClientOptions {
    * The default value is no cluster.
    */
   cluster?: Array<string>
+  /**
+   * A master found through Redis Sentinel: the sentinels are asked for it,
+   * and locks follow it to the replica promoted by a failover. One lock node,
+   * not Redlock. Cannot be combined with `url`, `nodes`, `cluster` or `tls`.
+   * The default value is no sentinel.
+   */
+  sentinel?: SentinelOptions
   /** Prepended to every lock key in Redis. The default value is `''`. */
   keyPrefix?: string
   /** How long to wait for a connection to a node, in ms. The default value is 2000. */
@@ -365,6 +372,27 @@ export interface SemaphoreCount {
   permits: number
   /** How many holders hold them. */
   holders: number
+}
+
+/** How to find a master through Redis Sentinel. */
+export interface SentinelOptions {
+  /**
+   * URLs of the sentinels, `redis://[user:password@]host:port`, asked in turn
+   * (required, at least one).
+   */
+  sentinels?: Array<string>
+  /** The name the sentinels monitor the master under, e.g. `'mymaster'` (required). */
+  name?: string
+  /** Username for the sentinels whose URL has none. The default value is none. */
+  sentinelUsername?: string
+  /** Password for the sentinels whose URL has none. The default value is none. */
+  sentinelPassword?: string
+  /** Username for the master (and the replica that replaces it). The default value is none. */
+  username?: string
+  /** Password for the master (and the replica that replaces it). The default value is none. */
+  password?: string
+  /** The master's database number. The default value is 0. */
+  db?: number
 }
 
 /** TLS material for `rediss://` URLs, as PEM text. */

@@ -10,6 +10,7 @@ import type {
   LockStats,
   NativeLock,
   SemaphoreCount,
+  SentinelOptions as NativeSentinelOptions,
 } from './binding'
 
 export type { ClusterNode, LockStats }
@@ -17,8 +18,21 @@ export type { ClusterNode, LockStats }
 /** PEM text, as a string or a Buffer (or a list of them for `ca`). */
 export type Pem = string | Buffer | ReadonlyArray<string | Buffer>
 
+/** How to find a master through Redis Sentinel. */
+export interface SentinelOptions extends Omit<NativeSentinelOptions, 'sentinels' | 'name'> {
+  /** URLs of the sentinels, `redis://[user:password@]host:port`, asked in turn (at least one). */
+  sentinels: string[]
+  /** The name the sentinels monitor the master under, e.g. `'mymaster'`. */
+  name: string
+}
+
 /** How a `LockClient` reaches Redis, and the defaults for its locks. */
-export interface LockClientOptions extends Omit<NativeLockClientOptions, 'tls'> {
+export interface LockClientOptions extends Omit<NativeLockClientOptions, 'tls' | 'sentinel'> {
+  /**
+   * A master found through Redis Sentinel: locks follow it to the replica a
+   * failover promotes. Cannot be combined with `url`, `nodes`, `cluster` or `tls`.
+   */
+  sentinel?: SentinelOptions
   /**
    * Take locks fairly unless an acquisition says otherwise: waiters in every
    * process are served in arrival order through a line kept in Redis (one key
@@ -195,7 +209,7 @@ export type LockKey = string | readonly string[]
  */
 export declare class LockClient extends EventEmitter implements AsyncDisposable {
   constructor(options?: LockClientOptions)
-  /** `host:port` of each node; one `cluster host:port,…` entry for a Redis Cluster. */
+  /** `host:port` of each node; one `cluster host:port,…` entry for a Redis Cluster, one `sentinel name (host:port,…)` for Sentinel. */
   readonly nodes: string[]
   /** True once `close()` was called. */
   readonly closed: boolean

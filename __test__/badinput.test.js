@@ -90,6 +90,9 @@ test('bad client options: malformed URL, unknown scheme, wrong types', () => {
     [{ nodes: [{ cluster: ['redis://127.0.0.1:2'] }, { cluster: ['redis://127.0.0.1:2'] }] }, VALUE],
     [{ nodes: ['redis://127.0.0.1:1'], cluster: ['redis://127.0.0.1:2'] }, VALUE],
     [{ nodes: ['redis://127.0.0.1:1', { cluster: ['redis://127.0.0.1:2'] }], waitReplicas: 1 }, VALUE],
+    [{ sentinel: { sentinels: [], name: 'm' } }, VALUE], [{ sentinel: { sentinels: ['redis://127.0.0.1:26379'] } }, TYPE],
+    [{ sentinel: { sentinels: ['redis://127.0.0.1:26379'], name: 'm' }, url: 'redis://127.0.0.1:1' }, VALUE],
+    [{ sentinel: { sentinels: ['redis://127.0.0.1:26379'], name: 'm', db: -1 } }, RANGE], [{ sentinel: [] }, TYPE],
   ]
   for (const [options, code] of cases) {
     assert.throws(() => new LockClient(options), (e) => e.code === code, JSON.stringify(options))

@@ -45,6 +45,8 @@ function cli(args, { env = {}, input, bin = [NODE, BIN] } = {}) {
   const t0 = performance.now()
   const baseEnv = { ...process.env, REDIS_URL: server.url }
   delete baseEnv.LOCKDOG_NODES
+  delete baseEnv.LOCKDOG_SENTINELS
+  delete baseEnv.LOCKDOG_SENTINEL_NAME
   const child = spawn(bin[0], [...bin.slice(1), ...args], {
     cwd: ROOT,
     env: { ...baseEnv, ...env },
@@ -487,6 +489,9 @@ test('bad usage exits 64 with a helpful message', async () => {
     [['status', '--url', 'redis://127.0.0.1:1', '--nodes', 'redis://127.0.0.1:2', 'u'], /--url or --nodes, not both/],
     [['exec', '--url', 'http://user:hunter2@example:6379', '-k', 'u', 'true'], /--url: .*redis:\/\//],
     [['status', '--nodes', ' , ', 'u'], /--nodes: expected comma-separated Redis URLs/],
+    [['status', '--url', 'redis://127.0.0.1:1', '--sentinel', 'redis://127.0.0.1:2', 'u'], /one of --url, --nodes or --sentinel/],
+    [['status', '--sentinel', 'redis://127.0.0.1:2', 'u'], /--sentinel needs --sentinel-name NAME/],
+    [['status', '--sentinel', 'redis://127.0.0.1:2', '--sentinel-name', 'm', '--tls-ca', __filename, 'u'], /--sentinel: .*tls/],
     [['status', '--tls-cert', __filename, 'u'], /--tls-cert and --tls-key go together/],
     [['status', '--tls-ca', '/nonexistent/ca.pem', 'u'], /--tls-ca: cannot read \/nonexistent\/ca.pem: ENOENT/],
   ]

@@ -9,7 +9,7 @@ const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
-const { ACQUIRE, ACQUIRE_JS, CLIENT, CLUSTER_NODE, TLS_FIELDS } = require('../lib/validate')
+const { ACQUIRE, ACQUIRE_JS, CLIENT, CLUSTER_NODE, SENTINEL, TLS_FIELDS } = require('../lib/validate')
 const binding = require('../binding.js')
 
 const dts = fs.readFileSync(path.join(__dirname, '..', 'binding.d.ts'), 'utf8')
@@ -32,6 +32,7 @@ const AS_JS = {
   'Array<string>': 'string[]',
   'Array<string | ClusterNode>': 'node[]',
   TlsOptions: 'object',
+  SentinelOptions: 'object',
 }
 
 function expected(name) {
@@ -56,6 +57,10 @@ test('a cluster member of nodes has the fields of ClusterNode', () => {
 
 test('tls fields are the fields of TlsOptions', () => {
   assert.deepEqual([...TLS_FIELDS].sort(), Object.keys(fields('TlsOptions')).sort())
+})
+
+test('sentinel fields are the fields of SentinelOptions, with their types', () => {
+  assert.deepEqual(sorted(SENTINEL), sorted(expected('SentinelOptions')))
 })
 
 test('limits and defaults come from the addon, declared once in Rust', () => {

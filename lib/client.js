@@ -4,7 +4,7 @@ const { EventEmitter } = require('node:events')
 const diagnostics = require('node:diagnostics_channel')
 const { NativeClient, CancelHandle, MAX_MS } = require('../binding.js')
 const { LockError, fromNative, invalidType, invalidValue, outOfRange } = require('./errors')
-const { keyList, assertFunction, pick, tlsOption, ACQUIRE_JS, ACQUIRE_LOCK, ADOPT, CLIENT_JS } = require('./validate')
+const { keyList, assertFunction, pick, tlsOption, sentinelOption, ACQUIRE_JS, ACQUIRE_LOCK, ADOPT, CLIENT_JS } = require('./validate')
 
 const CLOSE = { graceful: 'number' }
 
@@ -289,6 +289,7 @@ class LockClient extends EventEmitter {
     super()
     const opts = pick(options, CLIENT_JS)
     if (opts.tls !== undefined) opts.tls = tlsOption(opts.tls)
+    if (opts.sentinel !== undefined) opts.sentinel = sentinelOption(opts.sentinel)
     this.#fair = opts.fair === true
     delete opts.fair
     try {

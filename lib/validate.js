@@ -132,6 +132,7 @@ const CLIENT = {
   url: 'string',
   nodes: 'node[]',
   cluster: 'string[]',
+  sentinel: 'object',
   keyPrefix: 'string',
   connectTimeout: 'number',
   commandTimeout: 'number',
@@ -178,4 +179,26 @@ function tlsOption(tls) {
   return out
 }
 
-module.exports = { keyList, assertFunction, pick, tlsOption, ACQUIRE, ACQUIRE_JS, ACQUIRE_LOCK, ADOPT, CLIENT, CLIENT_JS, CLUSTER_NODE, TLS_FIELDS }
+/** What the `sentinel` option accepts. */
+const SENTINEL = {
+  sentinels: 'string[]',
+  name: 'string',
+  sentinelUsername: 'string',
+  sentinelPassword: 'string',
+  username: 'string',
+  password: 'string',
+  db: 'number',
+}
+
+/** The `sentinel` option, its fields checked like top-level options (unknown ones rejected). */
+function sentinelOption(sentinel) {
+  if (sentinel === undefined) return undefined
+  const out = pick(sentinel, SENTINEL, 'options.sentinel')
+  if (out.sentinels === undefined) throw invalidType('options.sentinel.sentinels', 'of type string[]', undefined)
+  if (out.sentinels.length === 0) throw invalidValue('options.sentinel.sentinels', 'must list at least one sentinel URL')
+  if (out.name === undefined) throw invalidType('options.sentinel.name', 'of type string', undefined)
+  if (out.name === '') throw invalidValue('options.sentinel.name', 'must be a non-empty string')
+  return out
+}
+
+module.exports = { keyList, assertFunction, pick, tlsOption, sentinelOption, SENTINEL, ACQUIRE, ACQUIRE_JS, ACQUIRE_LOCK, ADOPT, CLIENT, CLIENT_JS, CLUSTER_NODE, TLS_FIELDS }

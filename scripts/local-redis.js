@@ -128,9 +128,11 @@ async function waitFor(check, { timeout = 5000, interval = 20, what = 'condition
 }
 
 class RedisServer {
-  constructor(port, extraArgs) {
+  /** `config`: text of a configuration file written into the server's folder and passed first (a sentinel needs one). */
+  constructor(port, extraArgs, { config } = {}) {
     this.port = port
     this.extraArgs = extraArgs
+    this.config = config
     this.url = `redis://127.0.0.1:${port}`
     this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lockdog-redis-'))
     this.log = ''
@@ -144,6 +146,12 @@ class RedisServer {
   async start() {
     const args = ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
       '--dir', this.dir, '--daemonize', 'no', ...this.extraArgs]
+    if (this.config !== undefined) {
+      const file = path.join(this.dir, 'redis.conf')
+      // Written anew on every start: a sentinel rewrites its file as it learns the topology.
+      fs.writeFileSync(file, this.config)
+      args.unshift(file)
+    }
     const proc = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] })
     this.proc = proc
     started.add(this)
@@ -201,10 +209,10 @@ class RedisServer {
 }
 
 /** Starts a redis-server on a free loopback port (retrying if the port was taken meanwhile). */
-async function startRedis(extraArgs = []) {
+async function startRedis(extraArgs = [], options = {}) {
   let lastErr
   for (let i = 0; i < 5; i++) {
-    const server = new RedisServer(await freePort(), extraArgs)
+    const server = new RedisServer(await freePort(), extraArgs, options)
     try {
       return await server.start()
     } catch (e) {

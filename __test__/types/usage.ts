@@ -1,5 +1,5 @@
 // Compiled with `tsc --noEmit` against index.d.ts: the public surface as a TypeScript user sees it.
-import { LockClient, LockError, withLock, DistributedLock, type ClusterNode, type Lock, type LockStats } from 'lockdog'
+import { LockClient, LockError, withLock, DistributedLock, type ClusterNode, type SentinelOptions, type Lock, type LockStats } from 'lockdog'
 import Redis from 'ioredis'
 
 async function main(): Promise<number> {
@@ -9,6 +9,11 @@ async function main(): Promise<number> {
   const member: ClusterNode = { cluster: ['redis://10.0.2.1:7000'] }
   const quorum = new LockClient({ nodes: ['redis://10.0.1.1:6379', member, { cluster: ['redis://10.0.3.1:7000'] }] })
   void quorum
+  const sentinelOptions: SentinelOptions = { sentinels: ['redis://127.0.0.1:26379'], name: 'mymaster', password: 'pw', db: 1 }
+  const followed = new LockClient({ sentinel: sentinelOptions, waitReplicas: 1 })
+  void followed
+  // @ts-expect-error the master's name is required
+  void new LockClient({ sentinel: { sentinels: ['redis://127.0.0.1:26379'] } })
   const ac = new AbortController()
   const lock: Lock = await locks.acquire('order:1001:pay', {
     ttl: 10_000, retryCount: 5, retryDelay: 100, retryJitter: 50, waitTimeout: 2_000,

@@ -14,6 +14,8 @@ const UNITS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }
 const CONNECTION = {
   url: { type: 'string' },
   nodes: { type: 'string' },
+  sentinel: { type: 'string' },
+  'sentinel-name': { type: 'string' },
   prefix: { type: 'string' },
   'connect-timeout': { type: 'string', duration: { min: 1 } },
   'command-timeout': { type: 'string', duration: { min: 1 } },
@@ -58,6 +60,10 @@ const CONNECTION_HELP = `Connection:
                             else ${DEFAULT_URL})
       --nodes URL,URL,URL   independent Redis masters: Redlock, quorum
                             N/2+1 (default: $LOCKDOG_NODES)
+      --sentinel URL,URL    the master these Redis Sentinels name, followed
+                            across failovers (default: $LOCKDOG_SENTINELS)
+      --sentinel-name NAME  the name they monitor it under (default:
+                            $LOCKDOG_SENTINEL_NAME)
       --prefix PREFIX       prepended to every key in Redis
       --connect-timeout D   per node (default 2s)
       --command-timeout D   per reply (default 1s)

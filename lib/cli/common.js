@@ -61,14 +61,27 @@ function nodeList(raw, source) {
   return list
 }
 
-/** A LockClient from the connection options (--url, --nodes, $REDIS_URL, $LOCKDOG_NODES, TLS files). */
+/** The `sentinel` option from `raw` (comma-separated URLs) and the master's name. */
+function sentinelOption(raw, source, opts) {
+  const name = opts['sentinel-name'] ?? process.env.LOCKDOG_SENTINEL_NAME
+  if (!name) throw usage(`${source} needs --sentinel-name NAME (or LOCKDOG_SENTINEL_NAME): the name the sentinels monitor the master under`)
+  return { sentinels: nodeList(raw, source), name }
+}
+
+/** A LockClient from the connection options (--url, --nodes, --sentinel, $REDIS_URL, $LOCKDOG_NODES, $LOCKDOG_SENTINELS, TLS files). */
 function makeClient(opts, extra = {}) {
   const { LockClient } = require(ROOT)
   const { URL_ENV } = require(path.join(ROOT, 'binding.js'))
   const o = { ...extra }
   let source
   if (opts.url !== undefined && opts.nodes !== undefined) throw usage('give --url or --nodes, not both')
-  if (opts.nodes !== undefined) {
+  if (opts.sentinel !== undefined && (opts.url !== undefined || opts.nodes !== undefined)) {
+    throw usage('give one of --url, --nodes or --sentinel')
+  }
+  if (opts.sentinel !== undefined) {
+    o.sentinel = sentinelOption(opts.sentinel, '--sentinel', opts)
+    source = '--sentinel'
+  } else if (opts.nodes !== undefined) {
     o.nodes = nodeList(opts.nodes, '--nodes')
     source = '--nodes'
   } else if (opts.url !== undefined) {
@@ -77,6 +90,9 @@ function makeClient(opts, extra = {}) {
   } else if (process.env.LOCKDOG_NODES) {
     o.nodes = nodeList(process.env.LOCKDOG_NODES, 'LOCKDOG_NODES')
     source = 'LOCKDOG_NODES'
+  } else if (process.env.LOCKDOG_SENTINELS) {
+    o.sentinel = sentinelOption(process.env.LOCKDOG_SENTINELS, 'LOCKDOG_SENTINELS', opts)
+    source = 'LOCKDOG_SENTINELS'
   } else if (process.env[URL_ENV]) {
     source = URL_ENV // the client falls back to it (else to its default URL) by itself
   }

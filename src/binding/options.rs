@@ -30,6 +30,11 @@ pub struct LockClientOptions {
     /// hash slot (use a `{hash tag}`). Cannot be combined with `url` or `nodes`.
     /// The default value is no cluster.
     pub cluster: Option<Vec<String>>,
+    /// A master found through Redis Sentinel: the sentinels are asked for it,
+    /// and locks follow it to the replica promoted by a failover. One lock node,
+    /// not Redlock. Cannot be combined with `url`, `nodes`, `cluster` or `tls`.
+    /// The default value is no sentinel.
+    pub sentinel: Option<SentinelOptions>,
     /// Prepended to every lock key in Redis. The default value is `''`.
     pub key_prefix: Option<String>,
     /// How long to wait for a connection to a node, in ms. The default value is 2000.
@@ -90,6 +95,46 @@ pub struct TlsOptions {
     pub cert: Option<String>,
     /// Client private key (with `cert`). Never logged.
     pub key: Option<String>,
+}
+
+/// How to find a master through Redis Sentinel.
+#[napi(object, object_to_js = false)]
+#[derive(Default)]
+pub struct SentinelOptions {
+    /// URLs of the sentinels, `redis://[user:password@]host:port`, asked in turn
+    /// (required, at least one).
+    pub sentinels: Option<Vec<String>>,
+    /// The name the sentinels monitor the master under, e.g. `'mymaster'` (required).
+    pub name: Option<String>,
+    /// Username for the sentinels whose URL has none. The default value is none.
+    pub sentinel_username: Option<String>,
+    /// Password for the sentinels whose URL has none. The default value is none.
+    pub sentinel_password: Option<String>,
+    /// Username for the master (and the replica that replaces it). The default value is none.
+    pub username: Option<String>,
+    /// Password for the master (and the replica that replaces it). The default value is none.
+    pub password: Option<String>,
+    /// The master's database number. The default value is 0.
+    pub db: Option<f64>,
+}
+
+impl SentinelOptions {
+    fn to_core(&self) -> Result<config::SentinelConfig, LockError> {
+        let cfg = config::SentinelConfig {
+            sentinels: self.sentinels.clone().unwrap_or_default(),
+            name: self.name.clone().unwrap_or_default(),
+            sentinel_username: self.sentinel_username.clone(),
+            sentinel_password: self.sentinel_password.clone(),
+            username: self.username.clone(),
+            password: self.password.clone(),
+            db: match self.db {
+                Some(db) => whole_number("sentinel.db", db, 0)? as i64,
+                None => 0,
+            },
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
 }
 
 /// Settings of one acquisition; unset fields take the client's defaults.
@@ -245,7 +290,16 @@ pub struct ClusterNode {
 impl LockClientOptions {
     pub fn to_core(&self) -> Result<ClientConfig, LockError> {
         let mut cfg = ClientConfig::default();
-        if let Some(seeds) = &self.cluster {
+        if let Some(sentinel) = &self.sentinel {
+            if self.url.is_some() || self.nodes.is_some() || self.cluster.is_some() {
+                return Err(LockError::invalid_value(
+                    "sentinel",
+                    "cannot be combined with url, nodes or cluster (the sentinels name the master)",
+                ));
+            }
+            cfg.nodes = Vec::new();
+            cfg.sentinel = Some(sentinel.to_core()?);
+        } else if let Some(seeds) = &self.cluster {
             if self.url.is_some() || self.nodes.is_some() {
                 return Err(LockError::invalid_value(
                     "cluster",

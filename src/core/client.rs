@@ -49,6 +49,9 @@ impl Client {
     pub fn new(cfg: ClientConfig, hook: Option<EventHook>) -> Result<Client> {
         cfg.validate()?;
         let mut nodes: Vec<Node> = Vec::with_capacity(cfg.nodes.len());
+        if let Some(sentinel) = &cfg.sentinel {
+            nodes.push(Node::for_sentinel(sentinel, cfg.connect_timeout)?);
+        }
         for spec in &cfg.nodes {
             let node = Node::for_spec(spec, &cfg)?;
             let seen: Vec<&str> = nodes.iter().flat_map(Node::addresses).collect();

@@ -35,6 +35,9 @@ pub struct ClientConfig {
     /// The independent lock nodes (the quorum's members); one node is the
     /// single-node lock, several are Redlock.
     pub nodes: Vec<NodeSpec>,
+    /// A master found through Redis Sentinel instead of `nodes` (which are then
+    /// empty): one lock node that follows failovers.
+    pub sentinel: Option<SentinelConfig>,
     pub key_prefix: String,
     pub connect_timeout: Duration,
     pub command_timeout: Duration,
@@ -52,6 +55,7 @@ impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {
             nodes: vec![NodeSpec::Master(DEFAULT_URL.to_string())],
+            sentinel: None,
             key_prefix: String::new(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
@@ -96,7 +100,7 @@ impl NodeSpec {
 impl ClientConfig {
     /// How many independent lock nodes there are: a cluster counts as one.
     pub fn node_count(&self) -> usize {
-        self.nodes.len()
+        self.nodes.len() + usize::from(self.sentinel.is_some())
     }
 
     /// True when a member is a Redis Cluster (its locks must keep to one hash slot).
@@ -129,7 +133,21 @@ impl ClientConfig {
     }
 
     pub fn validate(&self) -> Result<()> {
-        if self.nodes.is_empty() {
+        if let Some(sentinel) = &self.sentinel {
+            if !self.nodes.is_empty() {
+                return Err(LockError::invalid_value(
+                    "sentinel",
+                    "cannot be combined with url, nodes or cluster (the sentinels name the master)",
+                ));
+            }
+            if self.tls.is_some() {
+                return Err(LockError::invalid_value(
+                    "tls",
+                    "is not supported with sentinel (sentinels and master are reached without TLS)",
+                ));
+            }
+            sentinel.validate()?;
+        } else if self.nodes.is_empty() {
             return Err(LockError::invalid_value(
                 "nodes",
                 "must list at least one Redis URL",
@@ -181,6 +199,61 @@ impl ClientConfig {
             }
         }
         Ok(())
+    }
+}
+
+/// A master found through Redis Sentinel.
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub struct SentinelConfig {
+    /// `redis://[user:password@]host:port` of each sentinel, asked in turn.
+    pub sentinels: Vec<String>,
+    /// The name the sentinels monitor the master under.
+    pub name: String,
+    /// Credentials for sentinels whose URL carries none.
+    pub sentinel_username: Option<String>,
+    pub sentinel_password: Option<String>,
+    /// Credentials for the master.
+    pub username: Option<String>,
+    pub password: Option<String>,
+    /// The master's database number.
+    pub db: i64,
+}
+
+impl SentinelConfig {
+    pub fn validate(&self) -> Result<()> {
+        if self.sentinels.is_empty() {
+            return Err(LockError::invalid_value(
+                "sentinel.sentinels",
+                "must list at least one sentinel URL",
+            ));
+        }
+        if let Some(url) = self.sentinels.iter().find(|u| !u.starts_with("redis://")) {
+            let reason = if url.starts_with("rediss://") {
+                "must list redis:// URLs (TLS to sentinels is not supported)"
+            } else {
+                "must list redis:// URLs"
+            };
+            return Err(LockError::invalid_value("sentinel.sentinels", reason));
+        }
+        if self.name.is_empty() {
+            return Err(LockError::invalid_value(
+                "sentinel.name",
+                "must be the name the sentinels monitor the master under (a non-empty string)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for SentinelConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print passwords (the sentinel URLs may carry some).
+        f.debug_struct("SentinelConfig")
+            .field("sentinels", &self.sentinels.len())
+            .field("name", &self.name)
+            .field("db", &self.db)
+            .finish()
     }
 }
 
@@ -393,6 +466,65 @@ mod tests {
                 ErrorCode::InvalidArgValue
             );
         }
+    }
+
+    #[test]
+    fn a_sentinel_master_is_one_node_and_stands_alone() {
+        let sentinel = SentinelConfig {
+            sentinels: vec!["redis://127.0.0.1:26379".into()],
+            name: "mymaster".into(),
+            ..Default::default()
+        };
+        let cfg = ClientConfig {
+            nodes: Vec::new(),
+            sentinel: Some(sentinel.clone()),
+            ..ClientConfig::default()
+        };
+        assert!(cfg.validate().is_ok());
+        assert_eq!((cfg.node_count(), cfg.quorum()), (1, 1));
+        let with_nodes = ClientConfig {
+            sentinel: Some(sentinel.clone()),
+            ..ClientConfig::default()
+        };
+        let err = with_nodes.validate().expect_err("sentinel with nodes");
+        assert!(
+            err.message.contains("cannot be combined"),
+            "{}",
+            err.message
+        );
+        for (bad, name) in [
+            (
+                SentinelConfig {
+                    sentinels: Vec::new(),
+                    ..sentinel.clone()
+                },
+                "sentinel.sentinels",
+            ),
+            (
+                SentinelConfig {
+                    sentinels: vec!["rediss://127.0.0.1:26379".into()],
+                    ..sentinel.clone()
+                },
+                "sentinel.sentinels",
+            ),
+            (
+                SentinelConfig {
+                    name: String::new(),
+                    ..sentinel.clone()
+                },
+                "sentinel.name",
+            ),
+        ] {
+            let err = bad.validate().expect_err(name);
+            assert_eq!(err.code, ErrorCode::InvalidArgValue, "{name}");
+            assert!(err.message.contains(name), "{}", err.message);
+        }
+        let secret = SentinelConfig {
+            password: Some("s3cret".into()),
+            sentinel_password: Some("s3cret".into()),
+            ..sentinel
+        };
+        assert!(!format!("{secret:?}").contains("s3cret"));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Test support, by topology as redis-rs's does it: `single` is one real
 //! `redis-server` process (the building block, killed by its PID on drop),
 //! `redlock` independent masters, `cluster` a Redis Cluster, `replicas` a master
-//! with a replica, `silent` a socket that accepts and never answers. Below: what
+//! with a replica, `sentinel` that pair watched by three sentinels, `silent` a socket that accepts and never answers. Below: what
 //! every test uses.
 
 // Each test binary uses a different part of this module.
@@ -10,6 +10,7 @@
 pub mod cluster;
 pub mod redlock;
 pub mod replicas;
+pub mod sentinel;
 pub mod silent;
 mod single;
 

@@ -65,6 +65,8 @@ pub struct RedisServer {
     paused: bool,
     /// Extra `redis-server` arguments (e.g. cluster mode).
     extra: Vec<String>,
+    /// A configuration file passed first (a sentinel needs one it can rewrite).
+    config: Option<PathBuf>,
 }
 
 impl RedisServer {
@@ -76,18 +78,33 @@ impl RedisServer {
 
     /// [`RedisServer::start`] with extra `redis-server` arguments.
     pub fn start_with(extra: &[&str]) -> RedisServer {
+        Self::start_configured(extra, None)
+    }
+
+    /// A Redis Sentinel whose configuration file starts as `config`.
+    pub fn start_sentinel(config: &str) -> RedisServer {
+        Self::start_configured(&["--sentinel"], Some(config))
+    }
+
+    fn start_configured(extra: &[&str], config: Option<&str>) -> RedisServer {
         let dir = std::env::temp_dir().join(format!(
             "lockdog-it-{}-{}",
             std::process::id(),
             NEXT_DIR.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&dir).expect("create the server's temp dir");
+        let config = config.map(|text| {
+            let path = dir.join("redis.conf");
+            std::fs::write(&path, text).expect("write the server's config file");
+            path
+        });
         let mut server = RedisServer {
             port: 0,
             dir,
             child: None,
             paused: false,
             extra: extra.iter().map(|a| a.to_string()).collect(),
+            config,
         };
         let mut last_error = String::new();
         for _ in 0..5 {
@@ -112,7 +129,11 @@ impl RedisServer {
 
     /// Spawns the process on `self.port` and waits for PING.
     fn spawn(&mut self) -> Result<(), String> {
-        let child = Command::new(server_bin())
+        let mut cmd = Command::new(server_bin());
+        if let Some(config) = &self.config {
+            cmd.arg(config);
+        }
+        let child = cmd
             .arg("--port")
             .arg(self.port.to_string())
             .arg("--bind")

@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 use tokio::sync::{Mutex, MutexGuard};
 
 use super::ops::{bounded, extend_on, fault};
@@ -16,7 +15,7 @@ const ACKED_CONNECTIONS: usize = 4;
 
 /// A node's WAIT connections, each opened on first use.
 #[derive(Default)]
-pub(super) struct Pool([Mutex<Option<ConnectionManager>>; ACKED_CONNECTIONS]);
+pub(super) struct Pool([Mutex<Option<Connection>>; ACKED_CONNECTIONS]);
 
 impl Pool {
     /// Drops the idle connections (a busy one goes when its caller is done).
@@ -29,17 +28,17 @@ impl Pool {
     }
 }
 
-type Held<'a> = (MutexGuard<'a, Option<ConnectionManager>>, Connection);
+type Held<'a> = (MutexGuard<'a, Option<Connection>>, Connection);
 
 impl Node {
     /// A free connection for replica-acknowledged writes (opened on first use,
     /// within the connect timeout).
     async fn acked_connection(&self) -> Result<Held<'_>, NodeAnswer> {
-        let Target::Single(client, config) = &self.target else {
+        if matches!(self.target, Target::Cluster(_)) {
             return Err(NodeAnswer::ErrorReply(
                 "waitReplicas needs a single master".into(),
             ));
-        };
+        }
         let mut place = match self.acked.0.iter().find_map(|m| m.try_lock().ok()) {
             Some(place) => place,
             None => self.acked.0[0].lock().await,
@@ -47,24 +46,31 @@ impl Node {
         if self.is_closed() {
             return Err(NodeAnswer::Unreachable("the client is closed".into()));
         }
+        if place.as_ref().is_some_and(|c| self.is_stale(c)) {
+            *place = None; // the master moved: follow it
+        }
         if place.is_none() {
             // WAIT may block for its whole timeout: the reply deadline is ours
             // (the shared config sets no response timeout of its own).
-            match tokio::time::timeout(
-                self.connect_timeout,
-                client.get_connection_manager_with_config(config.clone()),
-            )
-            .await
-            {
+            let opened = match &self.target {
+                Target::Single(client, config) => tokio::time::timeout(
+                    self.connect_timeout,
+                    client.get_connection_manager_with_config(config.clone()),
+                )
+                .await
+                .map(|r| r.map(Connection::Single)),
+                Target::Sentinel(s) => tokio::time::timeout(self.connect_timeout, s.open())
+                    .await
+                    .map(|r| r.map(Connection::Sentinel)),
+                Target::Cluster(_) => return Err(NodeAnswer::Timeout),
+            };
+            match opened {
                 Ok(Ok(con)) => *place = Some(con),
                 Ok(Err(e)) => return Err(fault(e)),
                 Err(_) => return Err(NodeAnswer::Timeout),
             }
         }
-        let con = place
-            .clone()
-            .map(Connection::Single)
-            .ok_or(NodeAnswer::Timeout)?;
+        let con = place.clone().ok_or(NodeAnswer::Timeout)?;
         Ok((place, con))
     }
 

@@ -2,14 +2,19 @@
 //! cluster seeds. A malformed URL is an `ERR_INVALID_ARG_VALUE` that never
 //! echoes a password.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::ConnectionManagerConfig;
 use redis::cluster::ClusterClientBuilder;
-use redis::{Client, ClientTlsConfig, ConnectionAddr, TlsCertificates};
+use redis::{
+    Client, ClientTlsConfig, ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo,
+    TlsCertificates,
+};
 
+use super::sentinel::Sentinel;
 use super::{Node, Target};
-use crate::core::config::{ClientConfig, NodeSpec, TlsConfig};
+use crate::core::config::{ClientConfig, NodeSpec, SentinelConfig, TlsConfig};
 use crate::core::error::{LockError, Result};
 
 /// What a cluster node's name starts with, before its seeds.
@@ -113,6 +118,46 @@ impl Node {
         Ok(Node::new(
             format!("{CLUSTER_PREFIX}{}", names.join(",")),
             Target::Cluster(client),
+            connect_timeout,
+        ))
+    }
+}
+
+impl Node {
+    /// The master that the sentinels of `cfg` name (no I/O): resolved on first
+    /// use and again after a failover.
+    pub fn for_sentinel(cfg: &SentinelConfig, connect_timeout: Duration) -> Result<Node> {
+        cfg.validate()?;
+        let mut sentinels = Vec::with_capacity(cfg.sentinels.len());
+        let mut names = Vec::with_capacity(cfg.sentinels.len());
+        for url in &cfg.sentinels {
+            let info = url.as_str().into_connection_info().map_err(|e| {
+                LockError::invalid_value(
+                    "sentinel.sentinels",
+                    &format!("is not a usable list of sentinel URLs ({})", e.category()),
+                )
+            })?;
+            let mut auth = info.redis_settings().clone();
+            if let (None, Some(user)) = (auth.username(), &cfg.sentinel_username) {
+                auth = auth.set_username(user);
+            }
+            if let (None, Some(password)) = (auth.password(), &cfg.sentinel_password) {
+                auth = auth.set_password(password);
+            }
+            names.push(info.addr().to_string());
+            sentinels.push(info.set_redis_settings(auth));
+        }
+        let mut master = RedisConnectionInfo::default().set_db(cfg.db);
+        if let Some(user) = &cfg.username {
+            master = master.set_username(user);
+        }
+        if let Some(password) = &cfg.password {
+            master = master.set_password(password);
+        }
+        let sentinel = Sentinel::new(cfg.name.clone(), sentinels, master, connect_timeout);
+        Ok(Node::new(
+            format!("sentinel {} ({})", sentinel.service, names.join(",")),
+            Target::Sentinel(Arc::new(sentinel)),
             connect_timeout,
         ))
     }

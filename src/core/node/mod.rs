@@ -1,18 +1,21 @@
-//! One lock node: a Redis master or a whole Redis Cluster, its shared,
-//! auto-reconnecting connection (opened lazily, on first use) and the lock
-//! operations on it, each bounded by a timeout and reduced to a [`NodeAnswer`].
+//! One lock node: a Redis master, a whole Redis Cluster or the master Redis
+//! Sentinel names, its shared, auto-reconnecting connection (opened lazily, on
+//! first use) and the lock operations on it, each bounded by a timeout and
+//! reduced to a [`NodeAnswer`].
 //!
-//! `connect` parses URLs and TLS material, `ops` runs the scripts, `notices`
-//! subscribes to release notices and `acked` writes and `WAIT`s for replicas.
+//! `connect` parses URLs and TLS material, `sentinel` finds and follows a
+//! Sentinel-named master, `ops` runs the scripts, `notices` subscribes to
+//! release notices and `acked` writes and `WAIT`s for replicas.
 
 mod acked;
 mod connect;
 mod notices;
 mod ops;
 mod permits;
+mod sentinel;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt, Shared};
@@ -21,12 +24,13 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Client, Cmd, Pipeline, RedisFuture, Value};
 
-use crate::core::error::NodeAnswer;
+use crate::core::error::{Fault, NodeAnswer};
 use crate::core::sync;
 
 pub use notices::NoticeSink;
 pub use ops::Renewal;
 pub use permits::SlotReply;
+pub use sentinel::MasterConnection;
 
 /// What a node connects to.
 #[derive(Clone)]
@@ -34,6 +38,8 @@ enum Target {
     Single(Client, ConnectionManagerConfig),
     /// A Redis Cluster: one logical node whose commands route by their first key.
     Cluster(ClusterClient),
+    /// The master a set of Redis Sentinels names, followed across failovers.
+    Sentinel(Arc<sentinel::Sentinel>),
 }
 
 /// A node's shared connection: one master's, or a cluster's (which follows
@@ -42,6 +48,7 @@ enum Target {
 pub enum Connection {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    Sentinel(MasterConnection),
 }
 
 impl ConnectionLike for Connection {
@@ -49,6 +56,7 @@ impl ConnectionLike for Connection {
         match self {
             Connection::Single(c) => c.req_packed_command(cmd),
             Connection::Cluster(c) => c.req_packed_command(cmd),
+            Connection::Sentinel(c) => c.req_packed_command(cmd),
         }
     }
 
@@ -61,6 +69,7 @@ impl ConnectionLike for Connection {
         match self {
             Connection::Single(c) => c.req_packed_commands(cmd, offset, count),
             Connection::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+            Connection::Sentinel(c) => c.req_packed_commands(cmd, offset, count),
         }
     }
 
@@ -68,14 +77,16 @@ impl ConnectionLike for Connection {
         match self {
             Connection::Single(c) => c.get_db(),
             Connection::Cluster(c) => c.get_db(),
+            Connection::Sentinel(c) => c.get_db(),
         }
     }
 }
 
 /// A lock node and its lazily opened, shared connection.
 pub struct Node {
-    /// `host:port` (or the socket path), or `cluster host:port,…` for a cluster's
-    /// seeds: safe to print, never carries credentials.
+    /// `host:port` (or the socket path), `cluster host:port,…` for a cluster's
+    /// seeds, or `sentinel name (host:port,…)`: safe to print, never carries
+    /// credentials.
     pub name: String,
     target: Target,
     connect_timeout: Duration,
@@ -117,10 +128,26 @@ impl Node {
         self.closed.load(Ordering::Acquire)
     }
 
+    /// True for a connection that must not be used again: one to a master
+    /// Sentinel no longer names (it is then resolved anew).
+    fn is_stale(&self, con: &Connection) -> bool {
+        match (&self.target, con) {
+            (Target::Sentinel(s), Connection::Sentinel(c)) => s.is_stale(c),
+            _ => false,
+        }
+    }
+
     /// The shared connection, opened on first use within the connect timeout.
     pub async fn connection(&self) -> Result<Connection, NodeAnswer> {
-        if let Some(con) = sync::read(&self.current).clone() {
-            return Ok(con);
+        let shared = sync::read(&self.current).clone();
+        if let Some(con) = shared {
+            if !self.is_stale(&con) {
+                return Ok(con);
+            }
+            let mut current = sync::write(&self.current);
+            if current.as_ref().is_some_and(|c| self.is_stale(c)) {
+                *current = None;
+            }
         }
         if self.is_closed() {
             return Err(NodeAnswer::Unreachable("the client is closed".into()));
@@ -172,6 +199,9 @@ impl Node {
     pub fn disconnect(&self) {
         self.closed.store(true, Ordering::Release);
         *sync::write(&self.current) = None;
+        if let Target::Sentinel(s) = &self.target {
+            s.close();
+        }
         if let Ok(mut notices) = self.notices.try_lock() {
             *notices = notices::Notices::Unsupported;
         }
@@ -189,6 +219,23 @@ async fn open(target: Target, timeout: Duration) -> Result<Connection, NodeAnswe
         }),
         Target::Cluster(client) => {
             Box::pin(async move { client.get_async_connection().await.map(Connection::Cluster) })
+        }
+        Target::Sentinel(s) => {
+            let opening = async move { s.open().await.map(Connection::Sentinel) };
+            return match tokio::time::timeout(timeout, opening).await {
+                Ok(Ok(con)) => Ok(con),
+                Ok(Err(e)) => Err(NodeAnswer::Unreachable(Fault::caused_by(
+                    format!("no master through the sentinels: {e}"),
+                    e,
+                ))),
+                Err(_) => Err(NodeAnswer::Unreachable(
+                    format!(
+                        "no master through the sentinels within {} ms",
+                        timeout.as_millis()
+                    )
+                    .into(),
+                )),
+            };
         }
     };
     match tokio::time::timeout(timeout, opening).await {
