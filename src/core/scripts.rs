@@ -34,6 +34,15 @@ pub static SEM_COUNT: LazyLock<Script> =
 pub static FAIR_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/fair_acquire.lua")));
 
+/// Takes a semaphore's (or read-write lock's) permits only when they fit
+/// together with those of every earlier waiter in the line kept in Redis.
+pub static FAIR_SEM_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/fair_sem_acquire.lua")));
+
+/// Takes a waiter that stopped waiting out of a fair line.
+pub static FAIR_LEAVE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/fair_leave.lua")));
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,8 @@
 -- when it is free and this token is first in the line kept in Redis.
 -- KEYS[2] orders the waiting tokens by arrival (server µs); KEYS[3] holds each
 -- place's lease end (server ms). Each attempt renews the caller's place for
--- ARGV[3] ms; a place whose lease ended (a crashed or departed waiter) is
+-- ARGV[3] ms (0: a single attempt that takes no place, and takes the key only
+-- when nobody waits); a place whose lease ended (a crashed or departed waiter) is
 -- dropped, so the line never wedges. Both sets expire once nobody waits.
 -- A key already holding this token counts as ours (a retried attempt whose
 -- reply was lost). Returns {1, 0} when taken, or {0, -1, 1} while another
@@ -19,6 +20,13 @@ if holder == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   redis.call('ZREM', KEYS[2], ARGV[1])
   redis.call('ZREM', KEYS[3], ARGV[1])
+  return {1, 0}
+end
+if lease == 0 and not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
+  if holder or redis.call('EXISTS', KEYS[2]) == 1 then
+    return {0, -1, 1}
+  end
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   return {1, 0}
 end
 if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then

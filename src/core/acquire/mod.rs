@@ -23,8 +23,10 @@ use crate::core::quorum::{self, Acquired, Tally};
 use crate::core::shared::Inner;
 use crate::core::time::{later, ms_of};
 
+mod fair;
 mod permits;
 mod queue;
+pub use fair::{fair, FairLease};
 pub use permits::{Kind, Lease, Permits};
 use queue::Queued;
 
@@ -86,6 +88,8 @@ impl Inner {
         let notices = keys.len() == 1 && !self.cfg.cluster;
         let mut queued: Option<Queued> = None;
         let undo_timeout = self.cfg.node_timeout_for(spec.ttl);
+        // A fair waiter that stops waiting leaves the line at once.
+        let mut line = fair::LinePlace::of(self, permits, &keys[0], &token, &spec, undo_timeout);
         let every_node: Vec<usize> = (0..n).collect();
         // waitTimeout 0 asks for one attempt with no waiting: that attempt keeps
         // its own bound (the node timeout).
@@ -138,6 +142,9 @@ impl Inner {
                     answers: attempt.record.clone(),
                 }));
                 state.set_replicas(attempt.replicas);
+                if let Some(line) = line.as_mut() {
+                    line.taken();
+                }
                 self.stats.acquired.fetch_add(1, Ordering::Relaxed);
                 self.stats.held.fetch_add(1, Ordering::Relaxed);
                 self.watchdog.start(self);

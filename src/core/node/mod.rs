@@ -7,6 +7,7 @@
 
 mod acked;
 mod connect;
+mod fair;
 mod notices;
 mod ops;
 mod permits;

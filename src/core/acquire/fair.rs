@@ -1,0 +1,169 @@
+//! Fair acquisitions: waiters in every process are served in arrival order
+//! through a line kept in Redis beside the key (`{key}:line`, places by
+//! arrival, and `{key}:line:lease`, each place's lease end). A waiter renews
+//! its place at each attempt, so a crashed one's place expires; one that stops
+//! waiting (aborted, timed out) leaves the line at once. Locks take the key
+//! only at the head of the line; a semaphore's or read-write lock's permits
+//! are taken only when they fit beside those of every earlier waiter.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+
+use super::permits::beside;
+use super::{Attempt, Kind, Permits};
+use crate::core::config::AcquireSpec;
+use crate::core::lock_state::Answers;
+use crate::core::shared::Inner;
+use crate::core::time::ms_of;
+
+/// The same permits, served in arrival order.
+pub fn fair(p: Permits) -> Permits {
+    Permits {
+        kind: Kind::FairPermits,
+        ..p
+    }
+}
+
+/// The line's two keys for `key`, in its hash slot: places by arrival, and their leases.
+pub fn line_keys(key: &str) -> [String; 2] {
+    [beside(key, "line"), beside(key, "line:lease")]
+}
+
+/// One fair attempt's keys and leases on a node.
+pub struct FairLease<'a> {
+    pub key: &'a str,
+    pub line: &'a [String; 2],
+    pub token: &'a str,
+    pub ttl_ms: u64,
+    /// How long the caller's place lasts unless renewed (0: one attempt, no place).
+    pub place_ms: u64,
+}
+
+/// How long a waiter's place lasts unless its next attempt renews it: a waiter
+/// pauses at most retryDelay + retryJitter between attempts, and the floor
+/// rides out a process that is not scheduled for a while (a loaded machine, a
+/// GC pause). A single attempt takes no place.
+fn place_ms(spec: &AcquireSpec) -> u64 {
+    if spec.retry_count == Some(0) || spec.wait_timeout.is_zero() {
+        return 0;
+    }
+    ms_of(spec.retry_delay + spec.retry_jitter)
+        .saturating_mul(4)
+        .max(2_000)
+}
+
+impl Inner {
+    /// One fair attempt on every node (one node, or a cluster).
+    pub(super) async fn attempt_fair(
+        &self,
+        p: Permits,
+        key: &str,
+        token: &str,
+        spec: &AcquireSpec,
+    ) -> Attempt {
+        let line = line_keys(key);
+        let lease = FairLease {
+            key,
+            line: &line,
+            token,
+            ttl_ms: ms_of(spec.ttl),
+            place_ms: place_ms(spec),
+        };
+        let timeout = self.cfg.node_timeout_for(spec.ttl);
+        let cons = join_all(self.nodes.iter().map(|n| n.connection())).await;
+        let sent = cons.iter().map(Result::is_ok).collect();
+        let started = Instant::now();
+        let lease = &lease;
+        let answers = join_all(self.nodes.iter().zip(cons).map(|(node, con)| async move {
+            match con {
+                Ok(mut con) if p.kind == Kind::Fair => {
+                    node.acquire_fair(
+                        &mut con,
+                        key,
+                        lease.line,
+                        token,
+                        lease.ttl_ms,
+                        lease.place_ms,
+                        timeout,
+                    )
+                    .await
+                }
+                Ok(mut con) => {
+                    node.acquire_fair_permits(&mut con, lease, p.limit, timeout)
+                        .await
+                }
+                Err(answer) => answer,
+            }
+        }))
+        .await;
+        Attempt {
+            record: Answers::of(answers.clone()),
+            answers,
+            fence: 0,
+            started,
+            replicas: None,
+            sent,
+        }
+    }
+}
+
+/// A fair waiter's place in the line: unless the acquisition won, dropping it
+/// takes the place out of the line (in the background, after any attempt
+/// still in flight on the same connection).
+pub(super) struct LinePlace {
+    inner: Arc<Inner>,
+    line: [String; 2],
+    token: String,
+    timeout: Duration,
+    left: bool,
+}
+
+impl LinePlace {
+    /// A place for a fair acquisition of `key` (`None` for any other).
+    pub(super) fn of(
+        inner: &Arc<Inner>,
+        permits: Option<Permits>,
+        key: &str,
+        token: &str,
+        spec: &AcquireSpec,
+        timeout: Duration,
+    ) -> Option<LinePlace> {
+        permits
+            .filter(|p| matches!(p.kind, Kind::Fair | Kind::FairPermits) && place_ms(spec) > 0)
+            .map(|_| LinePlace {
+                inner: inner.clone(),
+                line: line_keys(key),
+                token: token.to_string(),
+                timeout,
+                left: false,
+            })
+    }
+
+    /// The acquisition won: its attempt already took the place out of the line.
+    pub(super) fn taken(&mut self) {
+        self.left = true;
+    }
+}
+
+impl Drop for LinePlace {
+    fn drop(&mut self) {
+        if self.left || tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        let inner = self.inner.clone();
+        let line = std::mem::take(&mut self.line);
+        let token = std::mem::take(&mut self.token);
+        let timeout = self.timeout;
+        self.inner.in_background(async move {
+            join_all(
+                inner
+                    .nodes
+                    .iter()
+                    .map(|n| n.leave_line(&line, &token, timeout)),
+            )
+            .await;
+        });
+    }
+}
