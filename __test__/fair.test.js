@@ -38,7 +38,7 @@ test('waiters of different clients are served in the order they arrived', async 
       return l
     }))
     // The next waiter arrives only once this one has its place in line.
-    await waitFor(async () => (await redis.zcard('{fair:a}:line')) === i + 1, { what: `waiter ${i} in line` })
+    await waitFor(async () => (await redis.llen('{fair:a}:line')) === i + 1, { what: `waiter ${i} in line` })
   }
   await holder.release()
   for (let i = 0; i < 4; i++) {
@@ -47,22 +47,60 @@ test('waiters of different clients are served in the order they arrived', async 
     assert.equal(await redis.get('fair:a'), lock.token)
     await lock.release()
   }
-  await waitFor(async () => (await redis.exists('{fair:a}:line', '{fair:a}:line:lease')) === 0, { what: 'the line to expire' })
+  await waitFor(async () => (await redis.exists('{fair:a}:line')) === 0, { what: 'the line to go' })
 })
 
 test('a departed waiter\'s place expires, so the line never wedges', async () => {
-  const [secs, micros] = await redis.time()
-  const now = Number(secs) * 1000 + Math.floor(Number(micros) / 1000)
   // A waiter that arrived first and crashed: its place ends in 300 ms.
-  await redis.zadd('{fair:b}:line', now - 1000, 'crashed')
-  await redis.zadd('{fair:b}:line:lease', now + 300, 'crashed')
+  await redis.rpush('{fair:b}:line', 'f:crashed')
+  await redis.set('{fair:b}:line:f:crashed', 5000, 'PX', 300)
   const c = client()
   assert.equal(await c.tryAcquire('fair:b', { fair: true }), null, 'the crashed waiter is first in line')
   const started = Date.now()
   const lock = await c.acquire('fair:b', { fair: true, waitTimeout: 3000 })
   assert.ok(Date.now() - started < 2500)
-  assert.equal(await redis.zscore('{fair:b}:line', 'crashed'), null)
+  assert.equal(await redis.llen('{fair:b}:line'), 0)
   await lock.release()
+})
+
+test('a release hands the lock straight to the next waiter, who takes it without another attempt', async () => {
+  const holder = await client().acquire('fair:h', { fair: true })
+  // retryDelay far beyond the deadline below: only the hand-off can serve it.
+  const c = client({ fair: true, retryDelay: 8000, retryJitter: 0 })
+  const waiting = c.acquire('fair:h', { waitTimeout: 20000 })
+  await waitFor(async () => (await redis.llen('{fair:h}:line')) === 1, { what: 'the waiter in line' })
+  const [token] = await redis.lrange('{fair:h}:line', 0, 0)
+  const before = await redis.info('commandstats')
+  const released = performance.now()
+  await holder.release()
+  assert.equal(await redis.get('fair:h'), token, 'the key went to the waiter with the release')
+  const lock = await waiting
+  assert.ok(performance.now() - released < 4000)
+  assert.equal(lock.token, token)
+  const evals = (info) => Number(/cmdstat_evalsha:calls=(\d+)/.exec(info)?.[1] ?? 0)
+  const after = await redis.info('commandstats')
+  assert.equal(evals(after) - evals(before), 1, 'one script call: the release; the waiter sent nothing')
+  assert.ok(lock.remaining > 4000, `the waiter holds it for its ttl (${lock.remaining} ms left)`)
+  await lock.release()
+  assert.equal(await redis.exists('fair:h'), 0)
+})
+
+test('a hand-off to a waiter that stopped waiting is handed on, never left held', async () => {
+  for (let round = 0; round < 5; round++) {
+    const holder = await client().acquire('fair:g', { fair: true })
+    const c = client({ fair: true, retryDelay: 8000, retryJitter: 0 })
+    const ac = new AbortController()
+    const waiting = c.acquire('fair:g', { signal: ac.signal, waitTimeout: 20000 })
+    await waitFor(async () => (await redis.llen('{fair:g}:line')) === 1, { what: 'the waiter in line' })
+    await holder.release()
+    ac.abort()
+    const lock = await waiting.catch((e) => {
+      assert.equal(e.code, 'ERR_LOCK_ABORTED')
+      return null
+    })
+    if (lock) await lock.release()
+    await waitFor(async () => (await redis.exists('fair:g', '{fair:g}:line')) === 0, { what: `round ${round}: nothing left held or queued`, timeout: 2000 })
+  }
 })
 
 test('withLock honours the client\'s fair option; bad combinations are refused', async () => {
@@ -86,6 +124,8 @@ test('withLock honours the client\'s fair option; bad combinations are refused',
 // Semaphores and read-write locks.
 
 const line = (key) => `{${key}}:line`
+/** How many wait in a fair line (a lock's is a list, a semaphore's a sorted set). */
+const queued = async (key) => ((await redis.type(line(key))) === 'list' ? redis.llen(line(key)) : redis.zcard(line(key)))
 const fairClient = () => client({ fair: true })
 
 test('a fair semaphore: a later waiter never overtakes an earlier one, even when its permits fit', async () => {
@@ -200,13 +240,13 @@ test('a fair waiter that times out or is aborted leaves the line at once', async
     const held = await holder()
     await assert.rejects(wait({ waitTimeout: 300 }), { code: 'ERR_LOCK_TIMEOUT' })
     // Well before a place's lease (2 s) could end.
-    await waitFor(async () => (await redis.zcard(line(name))) === 0, { what: `${name}: the timed-out waiter gone`, timeout: 1000 })
+    await waitFor(async () => (await queued(name)) === 0, { what: `${name}: the timed-out waiter gone`, timeout: 1000 })
     const ac = new AbortController()
     const aborted = wait({ signal: ac.signal, waitTimeout: 10000 })
-    await waitFor(async () => (await redis.zcard(line(name))) === 1, { what: `${name}: the waiter in line` })
+    await waitFor(async () => (await queued(name)) === 1, { what: `${name}: the waiter in line` })
     ac.abort()
     await assert.rejects(aborted, { code: 'ERR_LOCK_ABORTED' })
-    await waitFor(async () => (await redis.zcard(line(name))) === 0, { what: `${name}: the aborted waiter gone`, timeout: 1000 })
+    await waitFor(async () => (await queued(name)) === 0, { what: `${name}: the aborted waiter gone`, timeout: 1000 })
     await held.release()
   }
 })

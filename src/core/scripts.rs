@@ -29,8 +29,8 @@ pub static SEM_ACQUIRE: LazyLock<Script> =
 pub static SEM_COUNT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/sem_count.lua")));
 
-/// Takes a lock only when it is free and the caller is first in the line kept
-/// in Redis (leased places, so a departed waiter never wedges it).
+/// Takes a lock only when it is free and no live waiter came earlier in the
+/// line kept in Redis (leased places, so a departed waiter never wedges it).
 pub static FAIR_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/fair_acquire.lua")));
 
@@ -39,7 +39,11 @@ pub static FAIR_ACQUIRE: LazyLock<Script> =
 pub static FAIR_SEM_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/fair_sem_acquire.lua")));
 
-/// Takes a waiter that stopped waiting out of a fair line.
+/// Releases a fair lock by handing it to the first live waiter in line.
+pub static FAIR_RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/fair_release.lua")));
+
+/// Takes a waiter that stopped waiting out of a fair semaphore's line.
 pub static FAIR_LEAVE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/fair_leave.lua")));
 

@@ -4,10 +4,15 @@
 //! first of them only, so a release costs one acquire attempt, not one per
 //! waiter. Waiters still retry on their own timers, so a lost notice or a
 //! crashed holder costs time, never liveness.
+//!
+//! A fair lock's release hands the key to the first live waiter in the line
+//! kept in Redis and announces it as `>` + that waiter's token: only the
+//! waiter with that token is woken, and it holds the lock already.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use tokio::sync::Notify;
 
@@ -18,9 +23,13 @@ use crate::core::time::wait_until;
 /// One waiting caller's place in a key's queue.
 pub struct Place {
     id: u64,
+    /// The waiter's token (fair locks: a hand-off names it); empty otherwise.
+    token: String,
     notify: Notify,
     /// Woken and not yet acted on; handed to the next waiter if this one leaves.
     woken: AtomicBool,
+    /// A fair lock's release handed the key to this waiter.
+    handed: AtomicBool,
 }
 
 impl Place {
@@ -56,6 +65,9 @@ struct Queue {
 pub struct Waiters {
     queues: Mutex<HashMap<String, Queue>>,
     next_id: AtomicU64,
+    /// Fair waiters by token: when their latest attempt that found them
+    /// still waiting was sent (a hand-off to them came after it).
+    waiting_since: Mutex<HashMap<String, Instant>>,
 }
 
 /// What [`Waiters::join`] did.
@@ -72,10 +84,17 @@ pub struct Joined {
 impl Waiters {
     /// Queues a waiter for `key` behind those already waiting.
     pub fn join(&self, key: &str) -> Joined {
+        self.join_as(key, "")
+    }
+
+    /// [`Waiters::join`] for the waiter holding `token` (a hand-off names it).
+    pub fn join_as(&self, key: &str, token: &str) -> Joined {
         let place = Arc::new(Place {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            token: token.to_string(),
             notify: Notify::new(),
             woken: AtomicBool::new(false),
+            handed: AtomicBool::new(false),
         });
         let mut queues = sync::lock(&self.queues);
         let first = !queues.contains_key(key);
@@ -124,6 +143,14 @@ impl Waiters {
         let Some(queue) = queues.get_mut(key) else {
             return;
         };
+        if let Some(to) = token.strip_prefix('>') {
+            // A fair hand-off: only its new holder is woken (if it waits here).
+            if let Some(p) = queue.places.iter().find(|p| p.token == to) {
+                p.handed.store(true, Ordering::Release);
+                p.wake();
+            }
+            return;
+        }
         if queue.last_token.as_deref() == Some(token) {
             return;
         }
@@ -139,6 +166,31 @@ impl Waiters {
         if let Some(next) = next {
             next.wake();
         }
+    }
+
+    /// True (once) when a fair lock's release handed `key` to `token`'s waiter.
+    pub fn take_handed(&self, key: &str, token: &str) -> bool {
+        let queues = sync::lock(&self.queues);
+        queues.get(key).is_some_and(|q| {
+            q.places
+                .iter()
+                .any(|p| p.token == token && p.handed.swap(false, Ordering::AcqRel))
+        })
+    }
+
+    /// A fair waiter's attempt sent at `at` found it still waiting.
+    pub fn still_waiting(&self, token: &str, at: Instant) {
+        sync::lock(&self.waiting_since).insert(token.to_string(), at);
+    }
+
+    /// When the latest attempt that found `token`'s waiter still waiting was sent.
+    pub fn waiting_since(&self, token: &str) -> Option<Instant> {
+        sync::lock(&self.waiting_since).get(token).copied()
+    }
+
+    /// `token`'s fair wait is over.
+    pub fn done_waiting(&self, token: &str) {
+        sync::lock(&self.waiting_since).remove(token);
     }
 
     /// Handles one pub/sub message (channel, payload).
@@ -225,6 +277,24 @@ mod tests {
         w.released("k", "t1");
         assert!(!w.leave("k", &a.place));
         assert!(is_woken(&b.place).await);
+    }
+
+    #[tokio::test]
+    async fn a_hand_off_wakes_its_new_holder_only() {
+        let w = Waiters::default();
+        let a = w.join_as("k", "ta");
+        let b = w.join_as("k", "tb");
+        w.released("k", ">tb");
+        assert!(!is_woken(&a.place).await);
+        assert!(is_woken(&b.place).await);
+        assert!(!w.take_handed("k", "ta"));
+        assert!(w.take_handed("k", "tb"));
+        assert!(!w.take_handed("k", "tb"), "taken once");
+        w.released("k", ">gone");
+        assert!(
+            !is_woken(&a.place).await,
+            "a hand-off to nobody here wakes nobody"
+        );
     }
 
     #[tokio::test]

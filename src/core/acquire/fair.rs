@@ -14,7 +14,9 @@ use futures_util::future::join_all;
 use super::permits::beside;
 use super::{Attempt, Kind, Permits};
 use crate::core::config::AcquireSpec;
+use crate::core::error::NodeAnswer;
 use crate::core::lock_state::Answers;
+use crate::core::quorum;
 use crate::core::shared::Inner;
 use crate::core::time::ms_of;
 
@@ -55,7 +57,8 @@ fn place_ms(spec: &AcquireSpec) -> u64 {
 }
 
 impl Inner {
-    /// One fair attempt on every node (one node, or a cluster).
+    /// One fair attempt on every node (one node, or a cluster). A lock that a
+    /// release already handed to this waiter needs no attempt at all.
     pub(super) async fn attempt_fair(
         &self,
         p: Permits,
@@ -63,6 +66,11 @@ impl Inner {
         token: &str,
         spec: &AcquireSpec,
     ) -> Attempt {
+        if p.kind == Kind::Fair {
+            if let Some(handed) = self.handed_over(key, token, spec) {
+                return handed;
+            }
+        }
         let line = line_keys(key);
         let lease = FairLease {
             key,
@@ -79,16 +87,7 @@ impl Inner {
         let answers = join_all(self.nodes.iter().zip(cons).map(|(node, con)| async move {
             match con {
                 Ok(mut con) if p.kind == Kind::Fair => {
-                    node.acquire_fair(
-                        &mut con,
-                        key,
-                        lease.line,
-                        token,
-                        lease.ttl_ms,
-                        lease.place_ms,
-                        timeout,
-                    )
-                    .await
+                    node.acquire_fair(&mut con, lease, timeout).await
                 }
                 Ok(mut con) => {
                     node.acquire_fair_permits(&mut con, lease, p.limit, timeout)
@@ -98,6 +97,10 @@ impl Inner {
             }
         }))
         .await;
+        if p.kind == Kind::Fair && matches!(answers.as_slice(), [NodeAnswer::Held { .. }]) {
+            // Any hand-off to this waiter comes after this attempt was sent.
+            self.waiters.still_waiting(token, started);
+        }
         Attempt {
             record: Answers::of(answers.clone()),
             answers,
@@ -107,6 +110,30 @@ impl Inner {
             sent,
         }
     }
+
+    /// The lock a release handed to this waiter, as an attempt that won: its
+    /// validity counts from the last attempt that found the waiter still
+    /// waiting (the hand-off came after it was sent). `None` when no hand-off
+    /// came, or when that is too long ago to leave half the TTL (then a real
+    /// attempt re-arms the key, which holds our token already).
+    fn handed_over(&self, key: &str, token: &str, spec: &AcquireSpec) -> Option<Attempt> {
+        if self.nodes.len() != 1 || !self.waiters.take_handed(key, token) {
+            return None;
+        }
+        let since = self.waiters.waiting_since(token)?;
+        let validity = quorum::validity(spec.ttl, since.elapsed(), self.cfg.drift_for(spec.ttl));
+        if validity < spec.min_validity.max(spec.ttl / 2) {
+            return None;
+        }
+        Some(Attempt {
+            record: Answers::of(vec![NodeAnswer::Ok]),
+            answers: vec![NodeAnswer::Ok],
+            fence: 0,
+            started: since,
+            replicas: None,
+            sent: vec![true],
+        })
+    }
 }
 
 /// A fair waiter's place in the line: unless the acquisition won, dropping it
@@ -114,6 +141,9 @@ impl Inner {
 /// still in flight on the same connection).
 pub(super) struct LinePlace {
     inner: Arc<Inner>,
+    /// A lock's line (else a semaphore's or read-write lock's).
+    lock: bool,
+    key: String,
     line: [String; 2],
     token: String,
     timeout: Duration,
@@ -132,8 +162,10 @@ impl LinePlace {
     ) -> Option<LinePlace> {
         permits
             .filter(|p| matches!(p.kind, Kind::Fair | Kind::FairPermits) && place_ms(spec) > 0)
-            .map(|_| LinePlace {
+            .map(|p| LinePlace {
                 inner: inner.clone(),
+                lock: p.kind == Kind::Fair,
+                key: key.to_string(),
                 line: line_keys(key),
                 token: token.to_string(),
                 timeout,
@@ -141,28 +173,37 @@ impl LinePlace {
             })
     }
 
-    /// The acquisition won: its attempt already took the place out of the line.
+    /// The acquisition won: its attempt (or the hand-off) already took the
+    /// place out of the line.
     pub(super) fn taken(&mut self) {
         self.left = true;
+        self.inner.waiters.done_waiting(&self.token);
     }
 }
 
 impl Drop for LinePlace {
     fn drop(&mut self) {
-        if self.left || tokio::runtime::Handle::try_current().is_err() {
+        if self.left {
+            return;
+        }
+        self.inner.waiters.done_waiting(&self.token);
+        if tokio::runtime::Handle::try_current().is_err() {
             return;
         }
         let inner = self.inner.clone();
+        let (lock, key) = (self.lock, std::mem::take(&mut self.key));
         let line = std::mem::take(&mut self.line);
         let token = std::mem::take(&mut self.token);
         let timeout = self.timeout;
         self.inner.in_background(async move {
-            join_all(
-                inner
-                    .nodes
-                    .iter()
-                    .map(|n| n.leave_line(&line, &token, timeout)),
-            )
+            join_all(inner.nodes.iter().map(|n| async {
+                if lock {
+                    // A lock handed over meanwhile is released (handed on).
+                    n.release_fair(&key, &token, true, timeout).await;
+                } else {
+                    n.leave_line(&line, &token, timeout).await;
+                }
+            }))
             .await;
         });
     }

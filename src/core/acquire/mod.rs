@@ -26,7 +26,7 @@ use crate::core::time::{later, ms_of};
 mod fair;
 mod permits;
 mod queue;
-pub use fair::{fair, FairLease};
+pub use fair::{fair, line_keys, FairLease};
 pub use permits::{Kind, Lease, Permits};
 use queue::Queued;
 
@@ -257,7 +257,7 @@ impl Inner {
                 // (A release before the subscription is in place goes unheard:
                 // the retry timer covers it, as it covers a lost notice.)
                 queued = Some(tokio::select! {
-                    q = self.queue_up(&keys[0], pause) => q,
+                    q = self.queue_up(&keys[0], &token, pause) => q,
                     _ = cancel.cancelled() => return Err(aborted(&key_label, attempts)),
                 });
                 let spent = now.elapsed();

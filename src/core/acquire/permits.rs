@@ -67,6 +67,7 @@ pub fn beside(key: &str, what: &str) -> String {
 pub(super) fn token(permits: Option<Permits>) -> String {
     let id = uuid::Uuid::new_v4().to_string();
     match permits {
+        Some(p) if p.kind == Kind::Fair => format!("{}{id}", crate::core::node::FAIR_TOKEN),
         Some(p) => format!("{}:{id}", p.permits),
         None => id,
     }

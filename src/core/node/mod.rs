@@ -25,6 +25,7 @@ use redis::{Client, Cmd, Pipeline, RedisFuture, Value};
 use crate::core::error::NodeAnswer;
 use crate::core::sync;
 
+pub use fair::FAIR_TOKEN;
 pub use notices::NoticeSink;
 pub use ops::Renewal;
 
