@@ -19,6 +19,9 @@ pub enum Broken {
     SwallowFailures,
     /// A semaphore's acquire script is told a limit one higher than asked for.
     SemOverLimit,
+    /// A fair waiter takes a lock handed to it even after one of its own
+    /// attempts found it still waiting (the hand-off was stale by then).
+    StaleHandoff,
 }
 
 #[cfg(feature = "broken-modes")]
@@ -32,6 +35,7 @@ pub fn mode() -> Broken {
             Ok("late-clock") => Broken::LateClock,
             Ok("swallow-failures") => Broken::SwallowFailures,
             Ok("sem-over-limit") => Broken::SemOverLimit,
+            Ok("stale-handoff") => Broken::StaleHandoff,
             _ => Broken::None,
         });
     *MODE
@@ -74,6 +78,11 @@ pub fn sem_limit(limit: u32) -> u32 {
     } else {
         limit
     }
+}
+
+/// `StaleHandoff`: a fair lock's hand-off is taken whatever came after it.
+pub fn trusts_stale_handoffs() -> bool {
+    mode() == Broken::StaleHandoff
 }
 
 /// `PlainDel`: the release as a plain `DEL` of whatever the keys hold.

@@ -6,8 +6,10 @@
 //! crashed holder costs time, never liveness.
 //!
 //! A fair lock's release hands the key to the first live waiter in the line
-//! kept in Redis and announces it as `>` + that waiter's token: only the
-//! waiter with that token is woken, and it holds the lock already.
+//! kept in Redis and announces it as `>token n`, n the number of that
+//! waiter's attempt that last renewed its place: only the waiter with that
+//! token is woken, and it holds the lock already if no attempt of its own
+//! found it still waiting after attempt n (then the hand-off is stale).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -16,6 +18,7 @@ use std::time::Instant;
 
 use tokio::sync::Notify;
 
+use crate::core::broken;
 use crate::core::keys::CHANNEL_PREFIX;
 use crate::core::sync;
 use crate::core::time::wait_until;
@@ -28,8 +31,9 @@ pub struct Place {
     notify: Notify,
     /// Woken and not yet acted on; handed to the next waiter if this one leaves.
     woken: AtomicBool,
-    /// A fair lock's release handed the key to this waiter.
-    handed: AtomicBool,
+    /// A fair lock's release handed the key to this waiter after its attempt
+    /// number `handed` (0: none).
+    handed: AtomicU64,
 }
 
 impl Place {
@@ -50,6 +54,16 @@ impl Place {
     }
 }
 
+/// A fair waiter's attempts.
+#[derive(Default)]
+struct FairWait {
+    /// Attempts numbered so far.
+    attempts: u64,
+    /// The latest attempt that found the waiter still waiting: its number and
+    /// when it was sent.
+    waiting: Option<(u64, Instant)>,
+}
+
 #[derive(Default)]
 struct Queue {
     places: VecDeque<Arc<Place>>,
@@ -65,9 +79,8 @@ struct Queue {
 pub struct Waiters {
     queues: Mutex<HashMap<String, Queue>>,
     next_id: AtomicU64,
-    /// Fair waiters by token: when their latest attempt that found them
-    /// still waiting was sent (a hand-off to them came after it).
-    waiting_since: Mutex<HashMap<String, Instant>>,
+    /// Fair waiters by token.
+    fair: Mutex<HashMap<String, FairWait>>,
 }
 
 /// What [`Waiters::join`] did.
@@ -94,7 +107,7 @@ impl Waiters {
             token: token.to_string(),
             notify: Notify::new(),
             woken: AtomicBool::new(false),
-            handed: AtomicBool::new(false),
+            handed: AtomicU64::new(0),
         });
         let mut queues = sync::lock(&self.queues);
         let first = !queues.contains_key(key);
@@ -143,10 +156,12 @@ impl Waiters {
         let Some(queue) = queues.get_mut(key) else {
             return;
         };
-        if let Some(to) = token.strip_prefix('>') {
+        if let Some(handoff) = token.strip_prefix('>') {
             // A fair hand-off: only its new holder is woken (if it waits here).
+            let (to, after) = handoff.split_once(' ').unwrap_or((handoff, ""));
             if let Some(p) = queue.places.iter().find(|p| p.token == to) {
-                p.handed.store(true, Ordering::Release);
+                p.handed
+                    .store(after.parse().unwrap_or(0), Ordering::Release);
                 p.wake();
             }
             return;
@@ -168,29 +183,45 @@ impl Waiters {
         }
     }
 
-    /// True (once) when a fair lock's release handed `key` to `token`'s waiter.
-    pub fn take_handed(&self, key: &str, token: &str) -> bool {
-        let queues = sync::lock(&self.queues);
-        queues.get(key).is_some_and(|q| {
+    /// The number of `token`'s next fair attempt (from 1).
+    pub fn next_attempt(&self, token: &str) -> u64 {
+        let mut fair = sync::lock(&self.fair);
+        let w = fair.entry(token.to_string()).or_default();
+        w.attempts += 1;
+        w.attempts
+    }
+
+    /// `token`'s fair attempt number `n`, sent at `at`, found it still waiting.
+    pub fn still_waiting(&self, token: &str, n: u64, at: Instant) {
+        let mut fair = sync::lock(&self.fair);
+        let w = fair.entry(token.to_string()).or_default();
+        if w.waiting.is_none_or(|(m, _)| m < n) {
+            w.waiting = Some((n, at));
+        }
+    }
+
+    /// When a fair lock's release handed `key` to `token`'s waiter (taken
+    /// once): the hand-off came after its attempt that was sent then, and
+    /// before any later attempt ran. `None` when no hand-off came, or when an
+    /// attempt found the waiter still waiting after it (a stale hand-off).
+    pub fn handed_over(&self, key: &str, token: &str) -> Option<Instant> {
+        let after = sync::lock(&self.queues).get(key).and_then(|q| {
             q.places
                 .iter()
-                .any(|p| p.token == token && p.handed.swap(false, Ordering::AcqRel))
-        })
-    }
-
-    /// A fair waiter's attempt sent at `at` found it still waiting.
-    pub fn still_waiting(&self, token: &str, at: Instant) {
-        sync::lock(&self.waiting_since).insert(token.to_string(), at);
-    }
-
-    /// When the latest attempt that found `token`'s waiter still waiting was sent.
-    pub fn waiting_since(&self, token: &str) -> Option<Instant> {
-        sync::lock(&self.waiting_since).get(token).copied()
+                .find(|p| p.token == token)
+                .map(|p| p.handed.swap(0, Ordering::AcqRel))
+        })?;
+        match sync::lock(&self.fair).get(token)?.waiting {
+            Some((n, at)) if after != 0 && (n == after || broken::trusts_stale_handoffs()) => {
+                Some(at)
+            }
+            _ => None,
+        }
     }
 
     /// `token`'s fair wait is over.
     pub fn done_waiting(&self, token: &str) {
-        sync::lock(&self.waiting_since).remove(token);
+        sync::lock(&self.fair).remove(token);
     }
 
     /// Handles one pub/sub message (channel, payload).
@@ -284,13 +315,23 @@ mod tests {
         let w = Waiters::default();
         let a = w.join_as("k", "ta");
         let b = w.join_as("k", "tb");
-        w.released("k", ">tb");
+        let at = Instant::now();
+        assert_eq!(w.next_attempt("tb"), 1);
+        assert_eq!(w.next_attempt("tb"), 2);
+        w.still_waiting("tb", 2, at);
+        w.released("k", ">tb 2");
         assert!(!is_woken(&a.place).await);
         assert!(is_woken(&b.place).await);
-        assert!(!w.take_handed("k", "ta"));
-        assert!(w.take_handed("k", "tb"));
-        assert!(!w.take_handed("k", "tb"), "taken once");
-        w.released("k", ">gone");
+        assert_eq!(w.handed_over("k", "ta"), None);
+        assert_eq!(w.handed_over("k", "tb"), Some(at));
+        assert_eq!(w.handed_over("k", "tb"), None, "taken once");
+        // A hand-off after attempt 2 that attempt 3 found void: stale.
+        w.released("k", ">tb 2");
+        assert_eq!(w.next_attempt("tb"), 3);
+        w.still_waiting("tb", 3, Instant::now());
+        assert_eq!(w.handed_over("k", "tb"), None);
+        w.done_waiting("tb");
+        w.released("k", ">gone 1");
         assert!(
             !is_woken(&a.place).await,
             "a hand-off to nobody here wakes nobody"

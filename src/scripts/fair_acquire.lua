@@ -2,7 +2,8 @@
 -- when it is free and no live waiter came earlier. KEYS[2] is the line, a list
 -- of waiting tokens in arrival order; a waiter's place is the key
 -- KEYS[2] .. ':' .. token (in the same hash slot), holding the TTL it asks for
--- and leased for ARGV[3] ms: each attempt renews it, and a place whose lease
+-- and the number of the attempt that last renewed it (ARGV[4]), "<ttl>:<n>",
+-- leased for ARGV[3] ms: each attempt renews it, and a place whose lease
 -- ended (a crashed or departed waiter) no longer counts, so the line never
 -- wedges. A release hands the key straight to the first live waiter (see
 -- fair_release.lua), so a waiter usually makes one attempt per acquisition.
@@ -39,7 +40,7 @@ end
 if lease == 0 then
   return {0, -1, 1}
 end
-if not redis.call('SET', place, ARGV[2], 'PX', lease, 'GET') then
+if not redis.call('SET', place, ARGV[2] .. ':' .. ARGV[4], 'PX', lease, 'GET') then
   redis.call('RPUSH', KEYS[2], ARGV[1])
 end
 redis.call('PEXPIRE', KEYS[2], lease * 2)

@@ -1,8 +1,10 @@
 -- Releases a fair lock: if KEYS[1] still holds token ARGV[1], hands it to the
 -- first waiter in the line KEYS[2] whose place (KEYS[2] .. ':' .. token, see
 -- fair_acquire.lua) is still leased: SET to that waiter's token with the TTL
--- its place holds, announced on the channel ARGV[2] .. KEYS[1] as '>' .. its
--- token, so that waiter is woken already holding the lock. With nobody
+-- its place holds, announced on the channel ARGV[2] .. KEYS[1] as
+-- '>' .. token .. ' ' .. the number of the attempt that last renewed the place,
+-- so that waiter is woken already holding the lock (and knows the hand-off
+-- came after that attempt, and before any later one). With nobody
 -- waiting the key is deleted and the release announced with the token, as
 -- for a plain lock. No announcement when ARGV[2] is empty (a cluster); pcall,
 -- because an ACL user without channel rights must still be able to release.
@@ -25,11 +27,14 @@ while true do
   if not next then
     break
   end
-  local ttl = redis.call('GETDEL', KEYS[2] .. ':' .. next)
-  if ttl then
-    redis.call('SET', KEYS[1], next, 'PX', ttl)
-    announce('>' .. next)
-    return 1
+  local place = redis.call('GETDEL', KEYS[2] .. ':' .. next)
+  if place then
+    local ttl, n = string.match(place, '^(%d+):?(%d*)$')
+    if ttl then
+      redis.call('SET', KEYS[1], next, 'PX', ttl)
+      announce('>' .. next .. ' ' .. n)
+      return 1
+    end
   end
 end
 redis.call('DEL', KEYS[1])

@@ -41,6 +41,8 @@ pub struct FairLease<'a> {
     pub ttl_ms: u64,
     /// How long the caller's place lasts unless renewed (0: one attempt, no place).
     pub place_ms: u64,
+    /// The caller's attempt number (fair locks), stored with its place.
+    pub attempt: u64,
 }
 
 /// How long a waiter's place lasts unless its next attempt renews it: a waiter
@@ -72,12 +74,18 @@ impl Inner {
             }
         }
         let line = line_keys(key);
+        let attempt = if p.kind == Kind::Fair {
+            self.waiters.next_attempt(token)
+        } else {
+            0
+        };
         let lease = FairLease {
             key,
             line: &line,
             token,
             ttl_ms: ms_of(spec.ttl),
             place_ms: place_ms(spec),
+            attempt,
         };
         let timeout = self.cfg.node_timeout_for(spec.ttl);
         let cons = join_all(self.nodes.iter().map(|n| n.connection())).await;
@@ -99,7 +107,7 @@ impl Inner {
         .await;
         if p.kind == Kind::Fair && matches!(answers.as_slice(), [NodeAnswer::Held { .. }]) {
             // Any hand-off to this waiter comes after this attempt was sent.
-            self.waiters.still_waiting(token, started);
+            self.waiters.still_waiting(token, attempt, started);
         }
         Attempt {
             record: Answers::of(answers.clone()),
@@ -112,15 +120,16 @@ impl Inner {
     }
 
     /// The lock a release handed to this waiter, as an attempt that won: its
-    /// validity counts from the last attempt that found the waiter still
-    /// waiting (the hand-off came after it was sent). `None` when no hand-off
-    /// came, or when that is too long ago to leave half the TTL (then a real
-    /// attempt re-arms the key, which holds our token already).
+    /// validity counts from the attempt the hand-off came after (it was sent
+    /// before the key was set). `None` when no hand-off came, when it is stale
+    /// (a later attempt found us waiting), or when that attempt is too long
+    /// ago to leave half the TTL (then a real attempt re-arms the key, which
+    /// holds our token if the hand-off still stands).
     fn handed_over(&self, key: &str, token: &str, spec: &AcquireSpec) -> Option<Attempt> {
-        if self.nodes.len() != 1 || !self.waiters.take_handed(key, token) {
+        if self.nodes.len() != 1 {
             return None;
         }
-        let since = self.waiters.waiting_since(token)?;
+        let since = self.waiters.handed_over(key, token)?;
         let validity = quorum::validity(spec.ttl, since.elapsed(), self.cfg.drift_for(spec.ttl));
         if validity < spec.min_validity.max(spec.ttl / 2) {
             return None;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::ops::bounded;
 use super::{Connection, Node};
 use crate::core::acquire::FairLease;
+use crate::core::broken;
 use crate::core::error::NodeAnswer;
 use crate::core::keys::CHANNEL_PREFIX;
 use crate::core::scripts;
@@ -33,7 +34,8 @@ impl Node {
             .key(&lease.line[0])
             .arg(lease.token)
             .arg(lease.ttl_ms)
-            .arg(lease.place_ms);
+            .arg(lease.place_ms)
+            .arg(lease.attempt);
         let call = invocation.invoke_async::<Vec<i64>>(con);
         match bounded(timeout, call).await {
             Ok(reply) => match reply.as_slice() {
@@ -96,7 +98,7 @@ impl Node {
             .key(&lease.line[1])
             .arg(lease.token)
             .arg(lease.ttl_ms)
-            .arg(limit)
+            .arg(broken::sem_limit(limit))
             .arg(lease.place_ms);
         let call = invocation.invoke_async::<Vec<i64>>(con);
         match bounded(timeout, call).await {
