@@ -72,7 +72,13 @@ struct Queue {
     last_token: Option<String>,
     /// Set once every node delivers this key's release notices to the client.
     heard: Arc<AtomicBool>,
+    /// The latest fair hand-offs to tokens not waiting here (yet): a waiter
+    /// handed the key between its attempt's reply and joining finds it here.
+    early: VecDeque<(String, u64)>,
 }
+
+/// How many recent hand-offs a queue remembers for waiters about to join.
+const EARLY_HANDOFFS: usize = 16;
 
 /// The waiting queues of one client, by stored key.
 #[derive(Default)]
@@ -112,6 +118,12 @@ impl Waiters {
         let mut queues = sync::lock(&self.queues);
         let first = !queues.contains_key(key);
         let queue = queues.entry(key.to_string()).or_default();
+        if let Some(i) = queue.early.iter().position(|(t, _)| t == token) {
+            if let Some((_, after)) = queue.early.remove(i) {
+                place.handed.store(after, Ordering::Release);
+                place.wake();
+            }
+        }
         queue.places.push_back(place.clone());
         Joined {
             place,
@@ -159,10 +171,15 @@ impl Waiters {
         if let Some(handoff) = token.strip_prefix('>') {
             // A fair hand-off: only its new holder is woken (if it waits here).
             let (to, after) = handoff.split_once(' ').unwrap_or((handoff, ""));
+            let after = after.parse().unwrap_or(0);
             if let Some(p) = queue.places.iter().find(|p| p.token == to) {
-                p.handed
-                    .store(after.parse().unwrap_or(0), Ordering::Release);
+                p.handed.store(after, Ordering::Release);
                 p.wake();
+            } else {
+                if queue.early.len() == EARLY_HANDOFFS {
+                    queue.early.pop_front();
+                }
+                queue.early.push_back((to.to_string(), after));
             }
             return;
         }
@@ -331,6 +348,12 @@ mod tests {
         w.still_waiting("tb", 3, Instant::now());
         assert_eq!(w.handed_over("k", "tb"), None);
         w.done_waiting("tb");
+        // Handed the key just before joining: it is woken as it joins.
+        w.released("k", ">tc 1");
+        let c = w.join_as("k", "tc");
+        assert!(is_woken(&c.place).await);
+        w.still_waiting("tc", 1, at);
+        assert_eq!(w.handed_over("k", "tc"), Some(at));
         w.released("k", ">gone 1");
         assert!(
             !is_woken(&a.place).await,

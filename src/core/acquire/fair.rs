@@ -74,7 +74,9 @@ impl Inner {
             }
         }
         let line = line_keys(key);
-        let attempt = if p.kind == Kind::Fair {
+        let place_ms = place_ms(spec);
+        // Numbered while in line (the waiter's LinePlace forgets the count).
+        let attempt = if p.kind == Kind::Fair && place_ms > 0 {
             self.waiters.next_attempt(token)
         } else {
             0
@@ -84,7 +86,7 @@ impl Inner {
             line: &line,
             token,
             ttl_ms: ms_of(spec.ttl),
-            place_ms: place_ms(spec),
+            place_ms,
             attempt,
         };
         let timeout = self.cfg.node_timeout_for(spec.ttl);
@@ -105,7 +107,7 @@ impl Inner {
             }
         }))
         .await;
-        if p.kind == Kind::Fair && matches!(answers.as_slice(), [NodeAnswer::Held { .. }]) {
+        if attempt > 0 && matches!(answers.as_slice(), [NodeAnswer::Held { .. }]) {
             // Any hand-off to this waiter comes after this attempt was sent.
             self.waiters.still_waiting(token, attempt, started);
         }
