@@ -11,7 +11,10 @@
 -- ended (a crashed or departed waiter) is dropped, so the line never wedges,
 -- and so is a holder whose lease ended. Both line sets expire once nobody waits.
 -- A token already holding counts as ours (a retried attempt whose reply was
--- lost). Returns {1, 0} when taken, or {0, -1, 1} while waiting.
+-- lost). Returns {1, 0} when taken, or {0, ms, 1} while waiting: the next
+-- attempt is due within ms (when the earliest holder's lease ends, or a third
+-- of the place's lease) unless a release notice comes first; {0, -1, 1} for a
+-- single attempt.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
@@ -28,8 +31,11 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local placed = redis.call('ZSCORE', KEYS[2], ARGV[1])
 local held = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not held then
-  for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-    free = free - permits(m)
+  local holders = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+  local due = math.floor(lease / 3)
+  for i = 1, #holders, 2 do
+    free = free - permits(holders[i])
+    due = math.min(due, tonumber(holders[i + 1]) - now)
   end
   -- The permits of every earlier waiter, then ours (a caller without a place
   -- counts as the last in line).
@@ -54,6 +60,7 @@ if not held then
       redis.call('ZADD', KEYS[3], now + lease, ARGV[1])
       redis.call('PEXPIRE', KEYS[2], lease * 2)
       redis.call('PEXPIRE', KEYS[3], lease * 2)
+      return {0, math.max(0, due), 1}
     end
     return {0, -1, 1}
   end
