@@ -61,6 +61,20 @@ export declare class NativeClient {
   /** Counters since the client was created. */
   stats(): LockStats
   /**
+   * Takes `permits` of the semaphore `key` (at most `limit` at once) in
+   * arrival order across every process: the permits are taken only when
+   * they fit beside those of every earlier waiter in a line kept in Redis
+   * (leased places). One node or a cluster. Arguments are checked synchronously.
+   */
+  acquireFairPermits(key: string, limit: number, permits: number, options?: AcquireOptions | undefined | null, cancel?: CancelHandle | undefined | null): Promise<NativeLock>
+  /**
+   * Takes the read-write lock `key` as a reader, or with `write` as its
+   * writer, in arrival order across every process: readers at the head of
+   * the line enter together, a writer alone once those before it are done.
+   * One node or a cluster. Arguments are checked synchronously.
+   */
+  acquireFairRw(key: string, write: boolean, options?: AcquireOptions | undefined | null, cancel?: CancelHandle | undefined | null): Promise<NativeLock>
+  /**
    * Takes `permits` of the semaphore `key` that allows `limit` permits at
    * once, waiting as the options allow; the holder's lease is renewed by the
    * watchdog like a lock's. Arguments are checked synchronously.

@@ -34,9 +34,10 @@ export interface LockClientOptions extends Omit<NativeLockClientOptions, 'tls' |
    */
   sentinel?: SentinelOptions
   /**
-   * Take locks fairly unless an acquisition says otherwise: waiters in every
-   * process are served in arrival order through a line kept in Redis (one key
-   * per lock; one node or a cluster, not Redlock). The default value is `false`.
+   * Take locks, semaphores' permits and read-write locks fairly unless an
+   * acquisition says otherwise: waiters in every process are served in arrival
+   * order through a line kept in Redis (one key per lock; one node or a
+   * cluster, not Redlock). The default value is `false`.
    */
   fair?: boolean
   /** Certificates for `rediss://` URLs: a CA to trust instead of the system's store, and a client certificate and key. */
@@ -102,7 +103,8 @@ export interface AcquireOptions extends NativeAcquireOptions {
   /**
    * Serve waiters of every process in arrival order through a line kept in
    * Redis (locks on one key; one node or a cluster). The default value is the
-   * client's `fair`. Not an option of semaphores and read-write locks.
+   * client's `fair` (for a semaphore or read-write lock: its own `fair`, else
+   * the client's). Acquisitions of one key should all use the same mode.
    */
   fair?: boolean
   /** Called once if the lock is lost while held (ERR_LOCK_LOST). */
@@ -120,10 +122,27 @@ export interface AdoptOptions
 export interface SemaphoreOptions extends NativeAcquireOptions {
   /** The most permits held at once (an integer from 1 to 100000). */
   limit: number
+  /**
+   * Serve waiters in arrival order across processes: permits are taken only
+   * when they fit beside those of every earlier waiter still in line. The
+   * default value is the client's `fair`.
+   */
+  fair?: boolean
+}
+
+/** `LockClient#readWriteLock` options: defaults for its acquisitions. */
+export interface ReadWriteLockOptions extends NativeAcquireOptions {
+  /**
+   * Serve readers and writers in arrival order across processes instead of
+   * writer preference: consecutive readers at the head of the line enter
+   * together, a writer alone once everyone before it is done. The default
+   * value is the client's `fair`.
+   */
+  fair?: boolean
 }
 
 /** `Semaphore#acquire` options. */
-export interface PermitOptions extends Omit<AcquireOptions, 'fair'> {
+export interface PermitOptions extends AcquireOptions {
   /** Permits to take at once, all or nothing (an integer from 1 to `limit`). The default value is 1. */
   permits?: number
 }
@@ -157,22 +176,23 @@ export declare class Semaphore {
  * `Lock` (signal, onLost, release, extend), renewed by the native watchdog.
  * Writer preference: a waiting writer holds new readers off; the readers
  * already in finish first, so a stream of readers cannot starve a writer.
+ * With `fair`, arrival order instead (see `ReadWriteLockOptions.fair`).
  */
 export declare class ReadWriteLock {
   private constructor()
   readonly key: string
   /** Takes a read lock (beside other readers, never beside a writer). */
-  readLock(options?: Omit<AcquireOptions, 'fair'>): Promise<Lock>
+  readLock(options?: AcquireOptions): Promise<Lock>
   /** Takes the write lock (alone). */
-  writeLock(options?: Omit<AcquireOptions, 'fair'>): Promise<Lock>
+  writeLock(options?: AcquireOptions): Promise<Lock>
   /** One attempt at a read lock: the Lock, or null. */
-  tryReadLock(options?: Omit<AcquireOptions, 'fair'>): Promise<Lock | null>
+  tryReadLock(options?: AcquireOptions): Promise<Lock | null>
   /** One attempt at the write lock (leaves no writer's mark): the Lock, or null. */
-  tryWriteLock(options?: Omit<AcquireOptions, 'fair'>): Promise<Lock | null>
+  tryWriteLock(options?: AcquireOptions): Promise<Lock | null>
   /** Runs `fn(signal, lock)` under a read lock, always releasing; as `withLock`. */
-  withReadLock<T>(fn: LockedFn<T>, options?: Omit<AcquireOptions, 'fair'>): Promise<Awaited<T>>
+  withReadLock<T>(fn: LockedFn<T>, options?: AcquireOptions): Promise<Awaited<T>>
   /** Runs `fn(signal, lock)` under the write lock, always releasing; as `withLock`. */
-  withWriteLock<T>(fn: LockedFn<T>, options?: Omit<AcquireOptions, 'fair'>): Promise<Awaited<T>>
+  withWriteLock<T>(fn: LockedFn<T>, options?: AcquireOptions): Promise<Awaited<T>>
 }
 
 export interface Lock extends Pick<NativeLock, 'key' | 'keys' | 'token' | 'remaining' | 'held' | 'ttl' | 'attempts' | 'fence' | 'replicas' | 'nodes'> {}
@@ -261,7 +281,7 @@ export declare class LockClient extends EventEmitter implements AsyncDisposable 
    * every process. Writer preference: once a writer waits, new readers wait
    * behind it. `options` are defaults for its acquisitions.
    */
-  readWriteLock(key: string, options?: NativeAcquireOptions): ReadWriteLock
+  readWriteLock(key: string, options?: ReadWriteLockOptions): ReadWriteLock
   /** Whether a quorum of nodes holds `key` now, whoever the owner; changes nothing. */
   isLocked(key: string): Promise<boolean>
   /** UNSAFE, for operators: deletes the key on every node whoever holds it. Resolves on how many nodes it existed. */

@@ -108,6 +108,21 @@ test('semaphores, read-write locks and fair locks on a cluster: renewed, counted
     for (const l of [...held, writer, fair]) assert.equal(await l.release(), true)
     const reader = await other.readWriteLock('doc').readLock({ waitTimeout: 2000 })
     await reader.release()
+    // Fair waiters on a cluster: the line and each place live in the key's slot;
+    // the release hands the lock to the waiter, who finds it at its next attempt.
+    const first = await locks.acquire('f', { fair: true })
+    const semHeld = await other.semaphore('fs', { limit: 1, fair: true }).acquire()
+    const contended = [locks.stats().contended, other.stats().contended]
+    const waiting = other.acquire('f', { fair: true, waitTimeout: 4000, retryDelay: 50 })
+    const semWaiting = locks.semaphore('fs', { limit: 1, fair: true }).acquire({ waitTimeout: 4000, retryDelay: 50 })
+    // Both waiters took their places in line.
+    await waitFor(() => locks.stats().contended > contended[0] && other.stats().contended > contended[1], { what: 'both waiters in line' })
+    await first.release()
+    await semHeld.release()
+    const next = await waiting
+    assert.equal(next.status, 'held')
+    await next.release()
+    await (await semWaiting).release()
   } finally {
     clearInterval(keepAlive)
     await locks.close()

@@ -4,9 +4,10 @@
 // take one key in turn (hold `--hold` ms, release), lockdog at its default wait
 // settings. Reports Redis commands per acquired lock (INFO commandstats delta,
 // commands run inside Lua included), script calls per lock, attempts per lock
-// and the worst wait.
+// and the worst wait. `--fair` takes the key with `fair: true` (arrival order
+// across processes).
 //
-//   node bench/contention.js [--procs 4] [--waiters 4] [--ms 5000] [--hold 1] [--root DIR]
+//   node bench/contention.js [--procs 4] [--waiters 4] [--ms 5000] [--hold 1] [--fair] [--root DIR]
 //
 // `--root` is the lockdog package to measure (default: this repository).
 
@@ -20,6 +21,7 @@ const { values: a } = parseArgs({
     waiters: { type: 'string', default: '4' },
     ms: { type: 'string', default: '5000' },
     hold: { type: 'string', default: '1' },
+    fair: { type: 'boolean', default: false },
     root: { type: 'string', default: path.join(__dirname, '..') },
     child: { type: 'string' },
   },
@@ -27,7 +29,7 @@ const { values: a } = parseArgs({
 
 async function child() {
   const { LockClient } = require(path.resolve(a.root))
-  const locks = new LockClient({ nodes: [a.child] })
+  const locks = new LockClient({ nodes: [a.child], fair: a.fair })
   const waiters = Number(a.waiters)
   const hold = Number(a.hold)
   await (await locks.acquire('bench:warm')).release()
@@ -67,7 +69,7 @@ async function main() {
   const kids = []
   try {
     for (let i = 0; i < Number(a.procs); i++) {
-      const ch = fork(__filename, ['--child', url, '--waiters', a.waiters, '--hold', a.hold, '--root', a.root])
+      const ch = fork(__filename, ['--child', url, '--waiters', a.waiters, '--hold', a.hold, '--root', a.root, ...(a.fair ? ['--fair'] : [])])
       kids.push({ ch, ready: new Promise((resolve) => ch.once('message', resolve)) })
     }
     await Promise.all(kids.map((k) => k.ready))
@@ -82,7 +84,7 @@ async function main() {
     const attempts = r.reduce((s, x) => s + x.attempts, 0)
     const evals = (d.perCommand.evalsha || 0) + (d.perCommand.eval || 0)
     console.log(JSON.stringify({
-      setting: `${a.procs} processes × ${a.waiters} waiters, hold ${a.hold} ms, ${a.ms} ms`,
+      setting: `${a.procs} processes × ${a.waiters} waiters, hold ${a.hold} ms, ${a.ms} ms${a.fair ? ', fair' : ''}`,
       root: a.root,
       acquired,
       cmdsPerLock: +(d.calls / acquired).toFixed(2),
@@ -90,6 +92,7 @@ async function main() {
       attemptsPerLock: +(attempts / acquired).toFixed(2),
       worstWaitMs: +Math.max(...r.map((x) => x.worstWait)).toFixed(1),
       perCommand: d.perCommand,
+      perCommandPerLock: Object.fromEntries(Object.entries(d.perCommand).map(([k, v]) => [k, +(v / acquired).toFixed(2)])),
     }))
   } finally {
     for (const k of kids) if (k.ch.exitCode === null) k.ch.kill('SIGKILL')

@@ -35,6 +35,7 @@ const kEnd = Symbol('lockdog.end')
 const kAcquireWith = Symbol('lockdog.acquireWith')
 const kWithLock = Symbol('lockdog.withLock')
 const kNative = Symbol('lockdog.native')
+const kFair = Symbol('lockdog.fair')
 
 /** A held lock. Created by `LockClient#acquire`; renewed natively until released. */
 class Lock {
@@ -516,6 +517,11 @@ class LockClient extends EventEmitter {
     return this.#native
   }
 
+  /** @internal the client's `fair` option (the default of every acquisition). */
+  get [kFair]() {
+    return this.#fair
+  }
+
   /**
    * A counting semaphore on `key`: at most `limit` permits held at once across
    * every process, each holder with its own token and lease renewed by the
@@ -688,4 +694,4 @@ function aborted(keys, signal) {
   })
 }
 
-module.exports = { LockClient, Lock, kAcquireWith, kWithLock, kNative }
+module.exports = { LockClient, Lock, kAcquireWith, kWithLock, kNative, kFair }

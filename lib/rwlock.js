@@ -1,17 +1,24 @@
 'use strict'
 
 // Read-write locks on lockdog's native core: any number of readers or one
-// writer, with writer preference. Each reader and the writer is a Lock taken
+// writer, with writer preference (or, with `fair`, in arrival order). Each reader and the writer is a Lock taken
 // through the same acquire loop, quorum, watchdog and loss reporting as locks.
 
-const { kAcquireWith, kWithLock } = require('./client')
+const { kAcquireWith, kWithLock, kFair } = require('./client')
 const { invalidType } = require('./errors')
 const { keyList, assertFunction, pick, ACQUIRE, ACQUIRE_JS } = require('./validate')
+
+const RW = { ...ACQUIRE, fair: 'boolean' }
+const RW_ACQUIRE = { ...ACQUIRE_JS, fair: 'boolean' }
 
 /**
  * Many readers or one writer on `key`, across every process. Writer
  * preference: once a writer waits, new readers wait behind it (the readers
  * already in finish first), so a stream of readers cannot starve a writer.
+ * With `fair` (the lock's or an acquisition's option, else the client's),
+ * readers and writers are served in arrival order through a line kept in
+ * Redis: consecutive readers at the head of the line enter together, a writer
+ * alone once everyone before it is done.
  */
 class ReadWriteLock {
   #client
@@ -23,7 +30,7 @@ class ReadWriteLock {
     keyList(key)
     this.#client = client
     this.#key = key
-    this.#defaults = pick(options, ACQUIRE)
+    this.#defaults = pick(options, RW)
   }
 
   /** The lock's key (without the client's keyPrefix). */
@@ -32,14 +39,16 @@ class ReadWriteLock {
   }
 
   #start(write, options, once) {
-    const opts = { ...this.#defaults, ...pick(options, ACQUIRE_JS) }
+    const opts = { ...this.#defaults, ...pick(options, RW_ACQUIRE) }
     const { signal, onLost } = opts
+    const fair = opts.fair ?? this.#client[kFair]
     delete opts.signal
     delete opts.onLost
+    delete opts.fair
     if (once) opts.retryCount = 0
     const native = Object.assign(Object.create(null), opts)
     return this.#client[kAcquireWith]([this.#key], signal, onLost, (client, cancel) =>
-      client.acquireRw(this.#key, write, native, cancel))
+      fair ? client.acquireFairRw(this.#key, write, native, cancel) : client.acquireRw(this.#key, write, native, cancel))
   }
 
   #try(write, options) {

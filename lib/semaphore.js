@@ -3,15 +3,15 @@
 // Counting semaphores on lockdog's native core: the same acquire loop, quorum,
 // watchdog and loss reporting as locks; each holder is a Lock.
 
-const { kAcquireWith, kWithLock, kNative } = require('./client')
+const { kAcquireWith, kWithLock, kNative, kFair } = require('./client')
 const { fromNative, invalidType, invalidValue, outOfRange } = require('./errors')
 const { keyList, assertFunction, pick, ACQUIRE, ACQUIRE_JS } = require('./validate')
 
 /** The largest limit (every acquisition counts the holders). */
 const MAX_LIMIT = 100000
 
-const SEMAPHORE = { ...ACQUIRE, limit: 'number' }
-const PERMIT = { ...ACQUIRE_JS, permits: 'number' }
+const SEMAPHORE = { ...ACQUIRE, limit: 'number', fair: 'boolean' }
+const PERMIT = { ...ACQUIRE_JS, permits: 'number', fair: 'boolean' }
 
 function checkCount(name, value, max, range) {
   if (!Number.isSafeInteger(value) || value < 1 || value > max) throw outOfRange(name, range, value)
@@ -57,13 +57,17 @@ class Semaphore {
     if (typeof permits !== 'number') throw invalidType('options.permits', 'of type number', permits)
     checkCount('options.permits', permits, this.#limit, `an integer >= 1 and <= limit (${this.#limit})`)
     const { signal, onLost } = opts
+    const fair = opts.fair ?? this.#client[kFair]
     delete opts.permits
     delete opts.signal
     delete opts.onLost
+    delete opts.fair
     if (once) opts.retryCount = 0
     const native = Object.assign(Object.create(null), opts)
     return this.#client[kAcquireWith]([this.#key], signal, onLost, (client, cancel) =>
-      client.acquirePermits(this.#key, this.#limit, permits, native, cancel))
+      fair
+        ? client.acquireFairPermits(this.#key, this.#limit, permits, native, cancel)
+        : client.acquirePermits(this.#key, this.#limit, permits, native, cancel))
   }
 
   /**

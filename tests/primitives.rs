@@ -189,6 +189,46 @@ async fn readers_share_a_writer_is_alone_and_fair_locks_refuse_redlock() {
         .err()
         .expect("fair is refused with several nodes");
     assert_eq!(err.code, ErrorCode::InvalidArgValue);
+    for err in [
+        redlock
+            .prepare_fair_permits("k".into(), 1, 1, &opts(1_000))
+            .err(),
+        redlock
+            .prepare_fair_rw("k".into(), true, &opts(1_000))
+            .err(),
+    ] {
+        assert_eq!(err.expect("refused").code, ErrorCode::InvalidArgValue);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_fair_attempt_takes_permits_only_when_they_fit() {
+    let server = RedisServer::start();
+    let locks = client(config(&[&server]));
+    let sem = |permits: u32, fair: bool| {
+        let locks = locks.clone();
+        async move {
+            let request = if fair {
+                locks.prepare_fair_permits("s".into(), 3, permits, &once(5_000))
+            } else {
+                locks.prepare_permits("s".into(), 3, permits, &once(5_000))
+            }
+            .expect("valid request");
+            locks
+                .acquire_prepared(request, CancellationToken::new())
+                .await
+        }
+    };
+    let held = sem(2, false).await.expect("two permits");
+    // One permit is free, and a single fair attempt takes it when nobody waits.
+    let one = sem(1, true).await.expect("a free permit");
+    assert!(one.release().await.expect("released"));
+    assert_eq!(
+        sem(2, true).await.err().expect("too few free").code,
+        ErrorCode::Taken
+    );
+    assert!(held.release().await.expect("released"));
+    locks.close().await;
 }
 
 /// The slots a Redlock holder's member names: "2:0-1.5:<uuid>" → [0, 1, 5].

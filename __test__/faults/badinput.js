@@ -301,6 +301,33 @@ function cases(url) {
     return 1
   })
 
+  // --- fair semaphores and read-write locks --------------------------------------------
+  for (const v of [null, 1, 0, 'yes', {}, [], fn]) {
+    add(`semaphore(k, {limit: 2, fair: ${show(v)}})`, 'typed', () => locks.semaphore('bi:fsem', { limit: 2, fair: v }))
+    add(`sem.acquire({fair: ${show(v)}})`, 'typed', () => sem.acquire({ fair: v }))
+    add(`readWriteLock(k, {fair: ${show(v)}})`, 'typed', () => locks.readWriteLock('bi:frw', { fair: v }))
+    add(`rw.readLock({fair: ${show(v)}})`, 'typed', () => rw.readLock({ fair: v }))
+  }
+  const fsem = locks.semaphore('bi:fsem', { limit: 3, ttl: 1000, fair: true })
+  for (const v of [0, 4, 1.5]) add(`fair sem.acquire({permits: ${show(v)}})`, 'typed', () => fsem.acquire({ permits: v }))
+  add('fair sem: full → ERR_LOCK_TIMEOUT, and the line is left', 'typed', async () => {
+    const l = await fsem.acquire({ permits: 3 })
+    try {
+      return await fsem.acquire({ waitTimeout: 50 })
+    } finally {
+      await l.release()
+    }
+  })
+  add('fair rw: writer while a reader holds → ERR_LOCK_TIMEOUT', 'typed', async () => {
+    const frw = locks.readWriteLock('bi:frw', { ttl: 1000, fair: true })
+    const r = await frw.readLock()
+    try {
+      return await frw.writeLock({ waitTimeout: 50 })
+    } finally {
+      await r.release()
+    }
+  })
+
   // --- closed client -------------------------------------------------------------
   add('closed.close() then acquire', 'typed', async () => { await closed.close(); return closed.acquire('bi:closed') })
   add('closed: tryAcquire', 'typed', async () => { await closed.close(); return closed.tryAcquire('bi:closed') })

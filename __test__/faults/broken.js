@@ -27,6 +27,9 @@ const BROKEN_MODES = [
   { mode: 'sem-over-limit', scenario: 14, topology: 'single', why: 'a semaphore\'s acquire script enforces one permit too many: more than limit holders' },
   { mode: 'sem-minority-slot', scenario: 14, topology: 'redlock', why: 'on several nodes, a slot granted by a minority counts: two holders believe the same slot' },
   { mode: 'sem-over-limit', scenario: 15, topology: 'single', why: 'the same off-by-one lets one reader in beside a writer' },
+  { mode: 'stale-handoff', scenario: 20, topology: 'single', why: 'a fair waiter stopped while handed the lock takes that stale hand-off after resuming, beside the waiter who took the expired key' },
+  { mode: 'sem-over-limit', scenario: 21, topology: 'single', why: 'a fair semaphore\'s acquire script enforces one permit too many' },
+  { mode: 'sem-over-limit', scenario: 22, topology: 'single', why: 'the same off-by-one in the fair read-write lock lets one reader in beside a writer' },
 ]
 
 const STAMP = `${NODE_FILE}.sources`

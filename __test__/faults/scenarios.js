@@ -796,6 +796,49 @@ def(15, 'read-write lock: never a writer beside anyone (contention, holders paus
   })
 }, ['single'])
 
+// Fair acquisitions (one node): the same exact checks while waiters are served
+// in arrival order through a line kept in Redis and a release hands a lock
+// straight to the next waiter; holders, and waiters handed a lock while
+// stopped, are paused past their TTL.
+const fairRun = (api) => async (d, topo, tier, env) => {
+  const res = baseResult(d, topo, tier, 'safe')
+  const keys = [`fair-${api}`]
+  const ttl = 400
+  return withCluster(1, env, async (ctx) => {
+    const { sess } = ctx
+    const workers = 8
+    for (let i = 0; i < workers; i++) {
+      const base = { fair: true, nodes: ctx.cluster.urls(), keys, ttl, holdMs: 5 + (i % 4) * 10, duration: T(tier, 3000, 20000), waitTimeout: 10000 }
+      if (api === 'lock') sess.spawn({ ...base, holdMs: 2 + (i % 4), writes: 2, api: i % 2 ? 'acquire' : 'withLock' })
+      else if (api === 'semaphore') sess.spawn({ ...base, api, limit: 3, maxPermits: 2 })
+      else sess.spawn({ ...base, api, writeShare: 0.3 })
+    }
+    const rounds = T(tier, 2, 6)
+    let paused = 0
+    let after = 0n
+    for (let r = 0; r < rounds; r++) {
+      const ok = await sess.waitEvent((e) => e.ev === 'acquire_ok' && BigInt(e.t) > after, 8000, { past: false })
+      if (!ok) break
+      // Odd rounds stop a waiter instead: it may be handed the lock while stopped.
+      const w = r % 2 ? [...sess.workers.values()].find((x) => x.id !== ok.w) : sess.workers.get(ok.w)
+      sess.signal(w, 'SIGSTOP')
+      await sleep(ttl * 2.5)
+      sess.signal(w, 'SIGCONT')
+      paused++
+      if (r % 2 === 0) await sess.waitEvent((e) => (e.ev === 'lost' || e.ev === 'release_sent') && e.tok === ok.tok, 3000)
+      after = BigInt(String(now()))
+    }
+    await Promise.all([...sess.workers.values()].map((w) => within(w.exited, T(tier, 3000, 20000) + 15000)))
+    const fin = await finish(ctx, keys, { maxTtl: ttl })
+    const held = fin.report.intervals.length
+    if (held < 20) res.violations.push(`only ${held} holders: too little contention to check`)
+    return fill(res, fin, { workers, paused, holders: held })
+  })
+}
+def(20, 'fair lock: one holder at a time (hand-offs; holders and waiters paused past their TTL)', ['single'], fairRun('lock'), ['single'])
+def(21, 'fair semaphore: never more than limit permits held (holders and waiters paused)', ['single'], fairRun('semaphore'), ['single'])
+def(22, 'fair read-write lock: never a writer beside anyone (holders and waiters paused)', ['single'], fairRun('rwlock'), ['single'])
+
 /** Runs scenario `id` on each of its topologies (or just `topology`). Returns result rows. */
 async function runScenario(id, { tier = 'short', env = {}, topology } = {}) {
   const d = scenarios.find((s) => s.id === id)

@@ -43,6 +43,7 @@ const locks = new LockClient({
   connectTimeout: cfg.connectTimeout ?? 500,
   commandTimeout: cfg.commandTimeout ?? 500,
   ...(cfg.nodeTimeout ? { nodeTimeout: cfg.nodeTimeout } : {}),
+  ...(cfg.fair ? { fair: true } : {}),
 })
 locks.on('error', () => {}) // node faults are expected here; losses come through signals
 const data = new Redis({ host: '127.0.0.1', port: Number(new URL(cfg.data).port), maxRetriesPerRequest: 3 })

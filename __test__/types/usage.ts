@@ -108,6 +108,10 @@ async function primitivesUsage(locks: LockClient): Promise<number> {
   const w: number = await rw.withWriteLock(async (signal, lock) => (signal.aborted ? 0 : lock.ttl))
   const rr: string = await rw.withReadLock(() => rw.key)
   await reader.release()
+  const fairSem: Semaphore = locks.semaphore('api', { limit: 5, fair: true })
+  await (await fairSem.acquire({ permits: 2, fair: false })).release()
+  const fairRw: ReadWriteLock = locks.readWriteLock('doc', { fair: true })
+  await (await fairRw.writeLock({ fair: true, waitTimeout: 100 })).release()
   void writer
   void w
   void rr

@@ -8,7 +8,11 @@
 // lock (INFO commandstats before and after, on a redis-server of its own;
 // commands run inside scripts count too).
 //
-//   node bench/fair/run.js [--procs 4] [--waiters 4] [--seconds 5] [--warmup 1000] [--cs 2] [--mode both|fair|plain]
+// `--kind semaphore` takes permits of a semaphore of `--limit` (default 2);
+// `--kind rwlock` alternates readers and writers (waiter 0 of each process a
+// writer, waiter 1 a reader, ...).
+//
+//   node bench/fair/run.js [--procs 4] [--waiters 4] [--seconds 5] [--warmup 1000] [--cs 2] [--mode both|fair|plain] [--kind lock|semaphore|rwlock] [--limit 2]
 
 const path = require('node:path')
 const { spawn } = require('node:child_process')
@@ -25,6 +29,8 @@ const { values: o } = parseArgs({
     mode: { type: 'string', default: 'both' },
     'retry-delay': { type: 'string' },
     warmup: { type: 'string', default: '1000' },
+    kind: { type: 'string', default: 'lock' },
+    limit: { type: 'string', default: '2' },
   },
 })
 
@@ -37,7 +43,7 @@ async function commands(redis) {
 }
 
 function child(url, fair, id) {
-  const args = [path.join(__dirname, 'worker.js'), JSON.stringify({ url, fair, id, waiters: Number(o.waiters), seconds: Number(o.seconds), cs: Number(o.cs), ...(o['retry-delay'] ? { retryDelay: Number(o['retry-delay']) } : {}) })]
+  const args = [path.join(__dirname, 'worker.js'), JSON.stringify({ url, fair, id, waiters: Number(o.waiters), seconds: Number(o.seconds), cs: Number(o.cs), kind: o.kind, limit: Number(o.limit), ...(o['retry-delay'] ? { retryDelay: Number(o['retry-delay']) } : {}) })]
   const p = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] })
   let out = ''
   p.stdout.on('data', (d) => { out += d })
@@ -69,6 +75,7 @@ async function run(server, fair) {
     const sq = perWaiter.reduce((a, b) => a + b * b, 0)
     const mean = waits.reduce((a, b) => a + b, 0) / waits.length
     return {
+      kind: o.kind,
       fair,
       perProcess: results.map((r) => r.waiters.reduce((a, w) => a + w.count, 0)),
       perWaiter,

@@ -11,11 +11,19 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 ;(async () => {
   const locks = new LockClient({ url: cfg.url, ttl: 5000, waitTimeout: 30000, fair: cfg.fair, ...(cfg.retryDelay !== undefined ? { retryDelay: cfg.retryDelay } : {}) })
   const until = performance.now() + cfg.seconds * 1000
-  const waiters = await Promise.all(Array.from({ length: cfg.waiters }, async () => {
+  const sem = locks.semaphore('bench:fair', { limit: cfg.limit ?? 2 })
+  const rw = locks.readWriteLock('bench:fair')
+  const section = (i) => {
+    if (cfg.kind === 'semaphore') return (fn) => sem.withPermit(fn)
+    if (cfg.kind === 'rwlock') return i % 2 === 0 ? (fn) => rw.withWriteLock(fn) : (fn) => rw.withReadLock(fn)
+    return (fn) => locks.withLock('bench:fair', fn)
+  }
+  const waiters = await Promise.all(Array.from({ length: cfg.waiters }, async (_, i) => {
     const w = { count: 0, waits: [], at: [], asked: [] }
+    const under = section(i)
     while (performance.now() < until) {
       const asked = performance.now()
-      await locks.withLock('bench:fair', async () => {
+      await under(async () => {
         w.waits.push(performance.now() - asked)
         w.at.push(performance.timeOrigin + performance.now())
         w.asked.push(performance.timeOrigin + asked)

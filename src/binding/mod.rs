@@ -6,6 +6,7 @@ mod client;
 mod constants;
 mod errors;
 mod events;
+mod fair;
 mod lock;
 mod options;
 mod semaphore;

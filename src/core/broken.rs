@@ -22,6 +22,9 @@ pub enum Broken {
     /// A semaphore on several nodes takes slots that one node granted: every
     /// node that answered counts once any did.
     SemMinoritySlot,
+    /// A fair waiter takes a lock handed to it even after one of its own
+    /// attempts found it still waiting (the hand-off was stale by then).
+    StaleHandoff,
 }
 
 #[cfg(feature = "broken-modes")]
@@ -36,6 +39,7 @@ pub fn mode() -> Broken {
             Ok("swallow-failures") => Broken::SwallowFailures,
             Ok("sem-over-limit") => Broken::SemOverLimit,
             Ok("sem-minority-slot") => Broken::SemMinoritySlot,
+            Ok("stale-handoff") => Broken::StaleHandoff,
             _ => Broken::None,
         });
     *MODE
@@ -83,6 +87,11 @@ pub fn sem_limit(limit: u32) -> u32 {
 /// `SemMinoritySlot`: slots granted by a minority (one node) count.
 pub fn slot_minority() -> bool {
     mode() == Broken::SemMinoritySlot
+}
+
+/// `StaleHandoff`: a fair lock's hand-off is taken whatever came after it.
+pub fn trusts_stale_handoffs() -> bool {
+    mode() == Broken::StaleHandoff
 }
 
 /// `PlainDel`: the release as a plain `DEL` of whatever the keys hold.

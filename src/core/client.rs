@@ -239,6 +239,41 @@ impl Client {
         Ok(request)
     }
 
+    /// [`Client::prepare_permits`], served in arrival order across processes
+    /// like [`Client::prepare_fair`]: the permits are taken only when they fit
+    /// beside those of every earlier waiter.
+    pub fn prepare_fair_permits(
+        &self,
+        name: String,
+        limit: u32,
+        permits: u32,
+        opts: &AcquireOptions,
+    ) -> Result<Request> {
+        let request = self.prepare_fair(name.clone(), opts)?;
+        let p = self.prepare_permits(name, limit, permits, opts)?.permits;
+        Ok(Request {
+            permits: p.map(crate::core::acquire::fair),
+            ..request
+        })
+    }
+
+    /// [`Client::prepare_rw`], served in arrival order across processes:
+    /// readers at the head of the line enter together, a writer alone.
+    pub fn prepare_fair_rw(
+        &self,
+        name: String,
+        write: bool,
+        opts: &AcquireOptions,
+    ) -> Result<Request> {
+        let request = self.prepare_fair(name, opts)?;
+        Ok(Request {
+            permits: Some(crate::core::acquire::fair(
+                crate::core::semaphore::rw_permits(write),
+            )),
+            ..request
+        })
+    }
+
     /// Counts the permits held in the semaphore `name` by unexpired holders.
     pub async fn count_permits(&self, name: &str) -> Result<crate::core::semaphore::Count> {
         let key = self.stored_key(name)?;

@@ -38,10 +38,23 @@ pub static SEM_SLOTS: LazyLock<Script> =
 pub static SEM_UNDO: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/sem_undo.lua")));
 
-/// Takes a lock only when it is free and the caller is first in the line kept
-/// in Redis (leased places, so a departed waiter never wedges it).
+/// Takes a lock only when it is free and no live waiter came earlier in the
+/// line kept in Redis (leased places, so a departed waiter never wedges it).
 pub static FAIR_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/fair_acquire.lua")));
+
+/// Takes a semaphore's (or read-write lock's) permits only when they fit
+/// together with those of every earlier waiter in the line kept in Redis.
+pub static FAIR_SEM_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/fair_sem_acquire.lua")));
+
+/// Releases a fair lock by handing it to the first live waiter in line.
+pub static FAIR_RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/fair_release.lua")));
+
+/// Takes a waiter that stopped waiting out of a fair semaphore's line.
+pub static FAIR_LEAVE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/fair_leave.lua")));
 
 #[cfg(test)]
 mod tests {

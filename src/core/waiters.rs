@@ -4,13 +4,21 @@
 //! first of them only, so a release costs one acquire attempt, not one per
 //! waiter. Waiters still retry on their own timers, so a lost notice or a
 //! crashed holder costs time, never liveness.
+//!
+//! A fair lock's release hands the key to the first live waiter in the line
+//! kept in Redis and announces it as `>token n`, n the number of that
+//! waiter's attempt that last renewed its place: only the waiter with that
+//! token is woken, and it holds the lock already if no attempt of its own
+//! found it still waiting after attempt n (then the hand-off is stale).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use tokio::sync::Notify;
 
+use crate::core::broken;
 use crate::core::keys::CHANNEL_PREFIX;
 use crate::core::sync;
 use crate::core::time::wait_until;
@@ -18,9 +26,14 @@ use crate::core::time::wait_until;
 /// One waiting caller's place in a key's queue.
 pub struct Place {
     id: u64,
+    /// The waiter's token (fair locks: a hand-off names it); empty otherwise.
+    token: String,
     notify: Notify,
     /// Woken and not yet acted on; handed to the next waiter if this one leaves.
     woken: AtomicBool,
+    /// A fair lock's release handed the key to this waiter after its attempt
+    /// number `handed` (0: none).
+    handed: AtomicU64,
 }
 
 impl Place {
@@ -41,6 +54,16 @@ impl Place {
     }
 }
 
+/// A fair waiter's attempts.
+#[derive(Default)]
+struct FairWait {
+    /// Attempts numbered so far.
+    attempts: u64,
+    /// The latest attempt that found the waiter still waiting: its number and
+    /// when it was sent.
+    waiting: Option<(u64, Instant)>,
+}
+
 #[derive(Default)]
 struct Queue {
     places: VecDeque<Arc<Place>>,
@@ -49,13 +72,21 @@ struct Queue {
     last_token: Option<String>,
     /// Set once every node delivers this key's release notices to the client.
     heard: Arc<AtomicBool>,
+    /// The latest fair hand-offs to tokens not waiting here (yet): a waiter
+    /// handed the key between its attempt's reply and joining finds it here.
+    early: VecDeque<(String, u64)>,
 }
+
+/// How many recent hand-offs a queue remembers for waiters about to join.
+const EARLY_HANDOFFS: usize = 16;
 
 /// The waiting queues of one client, by stored key.
 #[derive(Default)]
 pub struct Waiters {
     queues: Mutex<HashMap<String, Queue>>,
     next_id: AtomicU64,
+    /// Fair waiters by token.
+    fair: Mutex<HashMap<String, FairWait>>,
 }
 
 /// What [`Waiters::join`] did.
@@ -72,14 +103,27 @@ pub struct Joined {
 impl Waiters {
     /// Queues a waiter for `key` behind those already waiting.
     pub fn join(&self, key: &str) -> Joined {
+        self.join_as(key, "")
+    }
+
+    /// [`Waiters::join`] for the waiter holding `token` (a hand-off names it).
+    pub fn join_as(&self, key: &str, token: &str) -> Joined {
         let place = Arc::new(Place {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            token: token.to_string(),
             notify: Notify::new(),
             woken: AtomicBool::new(false),
+            handed: AtomicU64::new(0),
         });
         let mut queues = sync::lock(&self.queues);
         let first = !queues.contains_key(key);
         let queue = queues.entry(key.to_string()).or_default();
+        if let Some(i) = queue.early.iter().position(|(t, _)| t == token) {
+            if let Some((_, after)) = queue.early.remove(i) {
+                place.handed.store(after, Ordering::Release);
+                place.wake();
+            }
+        }
         queue.places.push_back(place.clone());
         Joined {
             place,
@@ -124,6 +168,21 @@ impl Waiters {
         let Some(queue) = queues.get_mut(key) else {
             return;
         };
+        if let Some(handoff) = token.strip_prefix('>') {
+            // A fair hand-off: only its new holder is woken (if it waits here).
+            let (to, after) = handoff.split_once(' ').unwrap_or((handoff, ""));
+            let after = after.parse().unwrap_or(0);
+            if let Some(p) = queue.places.iter().find(|p| p.token == to) {
+                p.handed.store(after, Ordering::Release);
+                p.wake();
+            } else {
+                if queue.early.len() == EARLY_HANDOFFS {
+                    queue.early.pop_front();
+                }
+                queue.early.push_back((to.to_string(), after));
+            }
+            return;
+        }
         if queue.last_token.as_deref() == Some(token) {
             return;
         }
@@ -139,6 +198,47 @@ impl Waiters {
         if let Some(next) = next {
             next.wake();
         }
+    }
+
+    /// The number of `token`'s next fair attempt (from 1).
+    pub fn next_attempt(&self, token: &str) -> u64 {
+        let mut fair = sync::lock(&self.fair);
+        let w = fair.entry(token.to_string()).or_default();
+        w.attempts += 1;
+        w.attempts
+    }
+
+    /// `token`'s fair attempt number `n`, sent at `at`, found it still waiting.
+    pub fn still_waiting(&self, token: &str, n: u64, at: Instant) {
+        let mut fair = sync::lock(&self.fair);
+        let w = fair.entry(token.to_string()).or_default();
+        if w.waiting.is_none_or(|(m, _)| m < n) {
+            w.waiting = Some((n, at));
+        }
+    }
+
+    /// When a fair lock's release handed `key` to `token`'s waiter (taken
+    /// once): the hand-off came after its attempt that was sent then, and
+    /// before any later attempt ran. `None` when no hand-off came, or when an
+    /// attempt found the waiter still waiting after it (a stale hand-off).
+    pub fn handed_over(&self, key: &str, token: &str) -> Option<Instant> {
+        let after = sync::lock(&self.queues).get(key).and_then(|q| {
+            q.places
+                .iter()
+                .find(|p| p.token == token)
+                .map(|p| p.handed.swap(0, Ordering::AcqRel))
+        })?;
+        match sync::lock(&self.fair).get(token)?.waiting {
+            Some((n, at)) if after != 0 && (n == after || broken::trusts_stale_handoffs()) => {
+                Some(at)
+            }
+            _ => None,
+        }
+    }
+
+    /// `token`'s fair wait is over.
+    pub fn done_waiting(&self, token: &str) {
+        sync::lock(&self.fair).remove(token);
     }
 
     /// Handles one pub/sub message (channel, payload).
@@ -225,6 +325,40 @@ mod tests {
         w.released("k", "t1");
         assert!(!w.leave("k", &a.place));
         assert!(is_woken(&b.place).await);
+    }
+
+    #[tokio::test]
+    async fn a_hand_off_wakes_its_new_holder_only() {
+        let w = Waiters::default();
+        let a = w.join_as("k", "ta");
+        let b = w.join_as("k", "tb");
+        let at = Instant::now();
+        assert_eq!(w.next_attempt("tb"), 1);
+        assert_eq!(w.next_attempt("tb"), 2);
+        w.still_waiting("tb", 2, at);
+        w.released("k", ">tb 2");
+        assert!(!is_woken(&a.place).await);
+        assert!(is_woken(&b.place).await);
+        assert_eq!(w.handed_over("k", "ta"), None);
+        assert_eq!(w.handed_over("k", "tb"), Some(at));
+        assert_eq!(w.handed_over("k", "tb"), None, "taken once");
+        // A hand-off after attempt 2 that attempt 3 found void: stale.
+        w.released("k", ">tb 2");
+        assert_eq!(w.next_attempt("tb"), 3);
+        w.still_waiting("tb", 3, Instant::now());
+        assert_eq!(w.handed_over("k", "tb"), None);
+        w.done_waiting("tb");
+        // Handed the key just before joining: it is woken as it joins.
+        w.released("k", ">tc 1");
+        let c = w.join_as("k", "tc");
+        assert!(is_woken(&c.place).await);
+        w.still_waiting("tc", 1, at);
+        assert_eq!(w.handed_over("k", "tc"), Some(at));
+        w.released("k", ">gone 1");
+        assert!(
+            !is_woken(&a.place).await,
+            "a hand-off to nobody here wakes nobody"
+        );
     }
 
     #[tokio::test]

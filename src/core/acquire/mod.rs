@@ -23,8 +23,10 @@ use crate::core::quorum::{self, Acquired, Tally};
 use crate::core::shared::Inner;
 use crate::core::time::{later, ms_of};
 
+mod fair;
 mod permits;
 mod queue;
+pub use fair::{fair, line_keys, FairLease};
 pub use permits::{is_slot_attempt, Kind, Lease, Permits};
 use queue::Queued;
 
@@ -97,6 +99,8 @@ impl Inner {
         let notices = keys.len() == 1 && self.nodes.iter().any(|n| !n.is_cluster());
         let mut queued: Option<Queued> = None;
         let undo_timeout = self.cfg.node_timeout_for(spec.ttl);
+        // A fair waiter that stops waiting leaves the line at once.
+        let mut line = fair::LinePlace::of(self, permits, &keys[0], &token, &spec, undo_timeout);
         let every_node: Vec<usize> = (0..n).collect();
         // waitTimeout 0 asks for one attempt with no waiting: that attempt keeps
         // its own bound (the node timeout).
@@ -150,6 +154,9 @@ impl Inner {
                     answers: attempt.record.clone(),
                 }));
                 state.set_replicas(attempt.replicas);
+                if let Some(line) = line.as_mut() {
+                    line.taken();
+                }
                 self.stats.acquired.fetch_add(1, Ordering::Relaxed);
                 self.stats.held.fetch_add(1, Ordering::Relaxed);
                 self.watchdog.start(self);
@@ -262,7 +269,7 @@ impl Inner {
                 // (A release before the subscription is in place goes unheard:
                 // the retry timer covers it, as it covers a lost notice.)
                 queued = Some(tokio::select! {
-                    q = self.queue_up(&keys[0], pause) => q,
+                    q = self.queue_up(&keys[0], &token, pause) => q,
                     _ = cancel.cancelled() => return Err(aborted(&key_label, attempts)),
                 });
                 let spent = now.elapsed();

@@ -47,6 +47,9 @@ pub enum Kind {
     /// each a mutex a majority of nodes must grant; a holder takes `permits`
     /// distinct slots, all granted by the same majority.
     Slots,
+    /// A semaphore's or read-write lock's permits served in arrival order
+    /// across processes (see `acquire/fair.rs`).
+    FairPermits,
 }
 
 impl Kind {
@@ -57,6 +60,7 @@ impl Kind {
             Kind::Write => "w",
             Kind::Fair => "f",
             Kind::Slots => "s",
+            Kind::FairPermits => "q",
         }
     }
 }
@@ -80,6 +84,7 @@ pub(super) fn token(permits: Option<Permits>) -> String {
     let id = uuid::Uuid::new_v4().to_string();
     match permits {
         Some(p) if p.kind == Kind::Slots => format!("{}:*:{id}", p.permits),
+        Some(p) if p.kind == Kind::Fair => format!("{}{id}", crate::core::node::FAIR_TOKEN),
         Some(p) => format!("{}:{id}", p.permits),
         None => id,
     }
@@ -187,8 +192,8 @@ impl Inner {
             return self.attempt(script_keys, locked, token, spec).await;
         };
         let key = &script_keys[0];
-        if p.kind == Kind::Fair {
-            return self.attempt_fair(key, token, spec).await;
+        if matches!(p.kind, Kind::Fair | Kind::FairPermits) {
+            return self.attempt_fair(p, key, token, spec).await;
         }
         if p.kind == Kind::Slots {
             return self.attempt_slots(key, p, token, spec).await;
@@ -309,45 +314,6 @@ impl Inner {
             sent,
             stray: verdict.stray,
             member: verdict.member,
-        }
-    }
-}
-
-impl Inner {
-    /// One attempt at a fair lock on every node: the line is kept beside the key.
-    async fn attempt_fair(&self, key: &str, token: &str, spec: &AcquireSpec) -> Attempt {
-        let line = [beside(key, "line"), beside(key, "line:lease")];
-        let ttl_ms = ms_of(spec.ttl);
-        // A waiter renews its place at every attempt; it pauses at most
-        // retryDelay + retryJitter in between. The floor rides out a process
-        // that is not scheduled for a while (a loaded machine, a GC pause).
-        let place_ms = ms_of(spec.retry_delay + spec.retry_jitter)
-            .saturating_mul(4)
-            .max(2_000);
-        let timeout = self.cfg.node_timeout_for(spec.ttl);
-        let cons = join_all(self.nodes.iter().map(|n| n.connection())).await;
-        let sent = cons.iter().map(Result::is_ok).collect();
-        let started = Instant::now();
-        let line = &line;
-        let answers = join_all(self.nodes.iter().zip(cons).map(|(node, con)| async move {
-            match con {
-                Ok(mut con) => {
-                    node.acquire_fair(&mut con, key, line, token, ttl_ms, place_ms, timeout)
-                        .await
-                }
-                Err(answer) => answer,
-            }
-        }))
-        .await;
-        Attempt {
-            record: Answers::of(answers.clone()),
-            answers,
-            fence: 0,
-            started,
-            replicas: None,
-            sent,
-            stray: Vec::new(),
-            member: None,
         }
     }
 }

@@ -14,10 +14,16 @@ use crate::core::shared::Inner;
 use crate::core::waiters::Place;
 
 impl Inner {
-    /// Joins the queue for `key`; the first local waiter subscribes to its
-    /// release notices on every node, waiting for that at most `timeout`.
-    pub(super) async fn queue_up(self: &Arc<Self>, key: &str, timeout: Duration) -> Queued {
-        let joined = self.waiters.join(key);
+    /// Joins the queue for `key` as the waiter holding `token`; the first
+    /// local waiter subscribes to its release notices on every node, waiting
+    /// for that at most `timeout`.
+    pub(super) async fn queue_up(
+        self: &Arc<Self>,
+        key: &str,
+        token: &str,
+        timeout: Duration,
+    ) -> Queued {
+        let joined = self.waiters.join_as(key, token);
         let queued = Queued {
             inner: self.clone(),
             key: key.to_string(),

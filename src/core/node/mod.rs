@@ -9,6 +9,7 @@
 
 mod acked;
 mod connect;
+mod fair;
 mod notices;
 mod ops;
 mod permits;
@@ -27,6 +28,7 @@ use redis::{Client, Cmd, Pipeline, RedisFuture, Value};
 use crate::core::error::{Fault, NodeAnswer};
 use crate::core::sync;
 
+pub use fair::FAIR_TOKEN;
 pub use notices::NoticeSink;
 pub use ops::Renewal;
 pub use permits::SlotReply;

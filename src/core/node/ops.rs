@@ -74,6 +74,9 @@ impl Node {
                 Err(answer) => answer,
             };
         }
+        if let ([key], true) = (keys, token.starts_with(super::FAIR_TOKEN)) {
+            return self.release_fair(key, token, false, timeout).await;
+        }
         let mut invocation = scripts::RELEASE.key(keys);
         // A cluster would broadcast every notice to all its nodes, and its
         // waiters do not subscribe: no notices there.

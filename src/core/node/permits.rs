@@ -55,39 +55,6 @@ impl Node {
         }
     }
 
-    /// Runs the fair lock's script: `Ok` when taken, `Held` while another owner
-    /// holds the key or an earlier waiter is first in `line`.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn acquire_fair(
-        &self,
-        con: &mut Connection,
-        key: &str,
-        line: &[String; 2],
-        token: &str,
-        ttl_ms: u64,
-        place_ms: u64,
-        timeout: Duration,
-    ) -> NodeAnswer {
-        let mut invocation = scripts::FAIR_ACQUIRE.key(key);
-        invocation
-            .key(&line[0])
-            .key(&line[1])
-            .arg(token)
-            .arg(ttl_ms)
-            .arg(place_ms);
-        let call = invocation.invoke_async::<Vec<i64>>(con);
-        match bounded(timeout, call).await {
-            Ok(reply) => match reply.as_slice() {
-                [1, ..] => NodeAnswer::Ok,
-                [0, pttl, ..] => NodeAnswer::Held {
-                    pttl_ms: u64::try_from(*pttl).ok(),
-                },
-                _ => NodeAnswer::ErrorReply(format!("unexpected fair-lock reply {reply:?}").into()),
-            },
-            Err(answer) => answer,
-        }
-    }
-
     /// Runs the Redlock semaphore's script (see `sem_slots.lua`): the free
     /// slots are tried from `first` on, in the same order on every node.
     #[allow(clippy::too_many_arguments)]
