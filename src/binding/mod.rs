@@ -6,6 +6,7 @@ mod client;
 mod constants;
 mod errors;
 mod events;
+mod fast;
 mod lock;
 mod options;
 mod semaphore;

@@ -1,0 +1,375 @@
+//! One fast connection's transport, free of any event loop: a non-blocking
+//! socket, the bytes still to write, and the replies owed in order (a FIFO of
+//! callbacks). Whoever polls the socket calls [`Wire::on_readable`] and
+//! [`Wire::on_writable`]; [`Wire::expire`] enforces the deadlines.
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use redis::{ConnectionAddr, ConnectionInfo, Value, ValueCodec};
+use tokio_util::codec::Decoder;
+
+use crate::core::error::NodeAnswer;
+
+/// What a command came back with: a reply, or the node's fault.
+pub type Reply = Result<Value, NodeAnswer>;
+/// Runs once with the reply of the command it was sent with.
+pub type OnReply = Box<dyn FnOnce(Reply)>;
+/// Replies to hand out once the connection is no longer borrowed.
+pub type Done = Vec<(OnReply, Reply)>;
+
+/// A connected socket.
+pub enum Socket {
+    Tcp(TcpStream),
+    #[cfg(unix)]
+    Unix(std::os::unix::net::UnixStream),
+}
+
+impl Socket {
+    #[cfg(unix)]
+    pub fn raw_fd(&self) -> i32 {
+        use std::os::unix::io::AsRawFd;
+        match self {
+            Socket::Tcp(s) => s.as_raw_fd(),
+            Socket::Unix(s) => s.as_raw_fd(),
+        }
+    }
+
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => s.read(buf),
+            #[cfg(unix)]
+            Socket::Unix(s) => s.read(buf),
+        }
+    }
+
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => s.write(buf),
+            #[cfg(unix)]
+            Socket::Unix(s) => s.write(buf),
+        }
+    }
+
+    fn set_timeouts(&self, t: Duration) -> io::Result<()> {
+        let t = Some(t.max(Duration::from_millis(1)));
+        match self {
+            Socket::Tcp(s) => s.set_read_timeout(t).and_then(|_| s.set_write_timeout(t)),
+            #[cfg(unix)]
+            Socket::Unix(s) => s.set_read_timeout(t).and_then(|_| s.set_write_timeout(t)),
+        }
+    }
+
+    fn set_nonblocking(&self) -> io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.set_nonblocking(true),
+            #[cfg(unix)]
+            Socket::Unix(s) => s.set_nonblocking(true),
+        }
+    }
+}
+
+/// The name a fast connection gives itself (`CLIENT SETNAME`).
+pub const CLIENT_NAME: &str = "lockdog-fast";
+
+/// Opens a plain connection to `info` with blocking I/O, all within `timeout`:
+/// connect, then AUTH and SELECT as the URL asks. The socket comes back
+/// non-blocking, ready to be polled.
+pub fn connect(info: &ConnectionInfo, timeout: Duration) -> Result<Socket, String> {
+    let deadline = Instant::now() + timeout;
+    let left = || deadline.saturating_duration_since(Instant::now());
+    let mut sock = match info.addr() {
+        ConnectionAddr::Tcp(host, port) => {
+            let addrs = (host.as_str(), *port)
+                .to_socket_addrs()
+                .map_err(|e| e.to_string())?;
+            let mut last = "no address".to_string();
+            let mut found = None;
+            for addr in addrs {
+                match TcpStream::connect_timeout(&addr, left().max(Duration::from_millis(1))) {
+                    Ok(s) => {
+                        found = Some(s);
+                        break;
+                    }
+                    Err(e) => last = e.to_string(),
+                }
+            }
+            let s = found.ok_or(last)?;
+            let _ = s.set_nodelay(true);
+            Socket::Tcp(s)
+        }
+        #[cfg(unix)]
+        ConnectionAddr::Unix(path) => {
+            Socket::Unix(std::os::unix::net::UnixStream::connect(path).map_err(|e| e.to_string())?)
+        }
+        _ => return Err("not a plain connection".into()),
+    };
+    let settings = info.redis_settings();
+    let mut hello = Vec::new();
+    if let Some(password) = settings.password() {
+        let mut auth = redis::cmd("AUTH");
+        if let Some(user) = settings.username() {
+            auth.arg(user);
+        }
+        hello.push(auth.arg(password).get_packed_command());
+    }
+    if settings.db() != 0 {
+        hello.push(redis::cmd("SELECT").arg(settings.db()).get_packed_command());
+    }
+    // Named so that operators (and `CLIENT LIST`) can tell it apart; a
+    // refusal (ACL) changes nothing.
+    let name = redis::cmd("CLIENT")
+        .arg("SETNAME")
+        .arg(CLIENT_NAME)
+        .get_packed_command();
+    let mut codec = ValueCodec::default();
+    let mut buf = BytesMut::with_capacity(256);
+    let must = hello.len();
+    for (i, cmd) in hello.into_iter().chain([name]).enumerate() {
+        sock.set_timeouts(left()).map_err(|e| e.to_string())?;
+        write_all(&mut sock, &cmd).map_err(|e| e.to_string())?;
+        match read_one(&mut sock, &mut codec, &mut buf)? {
+            Value::ServerError(e) if i < must => {
+                return Err(format!("{} {}", e.code(), e.details().unwrap_or_default()))
+            }
+            _ => continue,
+        }
+    }
+    sock.set_nonblocking().map_err(|e| e.to_string())?;
+    Ok(sock)
+}
+
+fn write_all(sock: &mut Socket, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        match sock.write(bytes) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// One reply, with blocking reads (the connect's handshake).
+fn read_one(
+    sock: &mut Socket,
+    codec: &mut ValueCodec,
+    buf: &mut BytesMut,
+) -> Result<Value, String> {
+    loop {
+        if let Some(v) = codec.decode(buf).map_err(|e| e.to_string())? {
+            return Ok(v);
+        }
+        let mut chunk = [0u8; 512];
+        match sock.read(&mut chunk) {
+            Ok(0) => return Err("connection closed during the handshake".into()),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+/// A command sent, its reply not yet read.
+struct Pending {
+    deadline: Instant,
+    on_reply: OnReply,
+    /// Sent instead if the node answers NOSCRIPT (an EVAL with the script body).
+    retry: Option<Vec<u8>>,
+}
+
+/// A fast connection: one socket, its replies owed in order.
+pub struct Wire {
+    sock: Socket,
+    out: Vec<u8>,
+    inb: BytesMut,
+    codec: ValueCodec,
+    pending: VecDeque<Pending>,
+    broken: bool,
+}
+
+impl Wire {
+    pub fn new(sock: Socket) -> Wire {
+        Wire {
+            sock,
+            out: Vec::new(),
+            inb: BytesMut::with_capacity(4096),
+            codec: ValueCodec::default(),
+            pending: VecDeque::new(),
+            broken: false,
+        }
+    }
+
+    pub fn socket(&self) -> &Socket {
+        &self.sock
+    }
+
+    /// Cut, timed out or out of step: never used again.
+    pub fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    /// No reply is owed.
+    pub fn is_idle(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// Bytes wait for the socket to take them.
+    pub fn wants_write(&self) -> bool {
+        !self.out.is_empty()
+    }
+
+    /// The earliest deadline of a reply owed.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.pending.iter().map(|p| p.deadline).min()
+    }
+
+    /// Sends `cmd` (packed); `on_reply` runs with its reply, or with the
+    /// node's fault. `retry` is sent instead on a NOSCRIPT reply.
+    pub fn send(
+        &mut self,
+        cmd: &[u8],
+        retry: Option<Vec<u8>>,
+        deadline: Instant,
+        on_reply: OnReply,
+        done: &mut Done,
+    ) {
+        if self.broken {
+            done.push((on_reply, Err(cut("the connection is closed"))));
+            return;
+        }
+        self.pending.push_back(Pending {
+            deadline,
+            on_reply,
+            retry,
+        });
+        self.out.extend_from_slice(cmd);
+        self.flush(done);
+    }
+
+    /// Writes what the socket takes now.
+    fn flush(&mut self, done: &mut Done) {
+        let mut written = 0;
+        while written < self.out.len() {
+            match self.sock.write(&self.out[written..]) {
+                Ok(0) => {
+                    self.fail(cut("the connection closed"), done);
+                    return;
+                }
+                Ok(n) => written += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    self.fail(cut(&e.to_string()), done);
+                    return;
+                }
+            }
+        }
+        self.out.drain(..written);
+    }
+
+    pub fn on_writable(&mut self, done: &mut Done) {
+        if !self.broken {
+            self.flush(done);
+        }
+    }
+
+    /// Reads every reply the socket holds and hands each to its command.
+    pub fn on_readable(&mut self, done: &mut Done) {
+        if self.broken {
+            return;
+        }
+        let mut closed = None;
+        loop {
+            self.inb.reserve(4096);
+            let spare = self.inb.spare_capacity_mut();
+            // SAFETY: reading into uninitialised bytes is fine for a socket read,
+            // and only the `n` bytes it reports are marked as filled.
+            let buf = unsafe {
+                std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<u8>(), spare.len())
+            };
+            match self.sock.read(buf) {
+                Ok(0) => {
+                    closed = Some("the connection was closed by the server".to_string());
+                    break;
+                }
+                Ok(n) => unsafe { self.inb.set_len(self.inb.len() + n) },
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    closed = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        let mut resend = false;
+        loop {
+            match self.codec.decode(&mut self.inb) {
+                Ok(Some(value)) => {
+                    let Some(p) = self.pending.pop_front() else {
+                        self.fail(cut("a reply nobody asked for"), done);
+                        return;
+                    };
+                    match (value, p.retry) {
+                        (Value::ServerError(e), Some(eval)) if e.code() == "NOSCRIPT" => {
+                            // Nothing ran: send the script itself, answered in turn.
+                            self.out.extend_from_slice(&eval);
+                            self.pending.push_back(Pending {
+                                deadline: p.deadline,
+                                on_reply: p.on_reply,
+                                retry: None,
+                            });
+                            resend = true;
+                        }
+                        (value, _) => done.push((p.on_reply, Ok(value))),
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    self.fail(cut(&format!("unreadable reply: {e}")), done);
+                    return;
+                }
+            }
+        }
+        if let Some(why) = closed {
+            self.fail(cut(&why), done);
+        } else if resend {
+            self.flush(done);
+        }
+    }
+
+    /// Fails every command once one is past its deadline: the replies after
+    /// it cannot be told apart any more, so the connection is done.
+    pub fn expire(&mut self, now: Instant, done: &mut Done) {
+        if self.pending.iter().any(|p| p.deadline <= now) {
+            self.fail(NodeAnswer::Timeout, done);
+        }
+    }
+
+    /// Breaks the connection: every reply owed becomes `answer`.
+    pub fn fail(&mut self, answer: NodeAnswer, done: &mut Done) {
+        self.broken = true;
+        self.out.clear();
+        for p in self.pending.drain(..) {
+            done.push((p.on_reply, Err(answer.clone())));
+        }
+    }
+}
+
+fn cut(why: &str) -> NodeAnswer {
+    NodeAnswer::Unreachable(why.to_string().into())
+}
+
+/// Turns an error reply into the node's answer, worded as on the tokio path.
+pub fn error_reply(value: &Value) -> Option<NodeAnswer> {
+    match value {
+        Value::ServerError(e) => Some(NodeAnswer::ErrorReply(
+            format!("{} {}", e.code(), e.details().unwrap_or_default()).into(),
+        )),
+        _ => None,
+    }
+}
