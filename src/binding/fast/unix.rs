@@ -167,34 +167,30 @@ impl Reactor {
         }
     }
 
-    /// Arms the timer for the earliest reply deadline, or stops it.
-    fn arm(&self) {
+    /// Makes the timer fire by `at` (a reply's deadline). O(1) per command:
+    /// the sweep finds what is due and re-arms for the earliest left.
+    fn arm_for(&self, at: Instant) {
+        if self.timer_at.get().is_some_and(|t| t <= at) {
+            return;
+        }
+        self.timer_at.set(Some(at));
+        let ms = at.saturating_duration_since(Instant::now()).as_millis() as u64 + 1;
+        unsafe { self.uv.timer_start(self.timer, on_timer, ms) };
+    }
+
+    /// The earliest deadline of any reply owed (dropping closed connections).
+    fn next_deadline(&self) -> Option<Instant> {
         let mut next: Option<Instant> = None;
         self.conns.borrow_mut().retain(|c| match c.upgrade() {
             Some(c) if !c.closed.get() => {
-                if let Ok(w) = c.wire.try_borrow() {
-                    next = match (next, w.next_deadline()) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        (a, b) => a.or(b),
-                    };
+                if let Some(d) = c.wire.try_borrow().ok().and_then(|w| w.next_deadline()) {
+                    next = Some(next.map_or(d, |n| n.min(d)));
                 }
                 true
             }
             _ => false,
         });
-        if next == self.timer_at.get() {
-            return;
-        }
-        self.timer_at.set(next);
-        unsafe {
-            match next {
-                None => self.uv.timer_stop(self.timer),
-                Some(at) => {
-                    let ms = at.saturating_duration_since(Instant::now()).as_millis() as u64 + 1;
-                    self.uv.timer_start(self.timer, on_timer, ms);
-                }
-            }
-        }
+        next
     }
 }
 
@@ -210,13 +206,19 @@ unsafe extern "C" fn on_timer(_: Handle) {
         for conn in conns {
             let mut done = Done::new();
             if let Ok(mut w) = conn.wire.try_borrow_mut() {
+                // Replies that came while the loop was busy count: read them first.
+                if !w.is_idle() {
+                    w.on_readable(&mut done);
+                }
                 w.expire(now, &mut done);
             }
             deliver(done);
             conn.update();
         }
     });
-    r.arm();
+    if let Some(at) = r.next_deadline() {
+        r.arm_for(at);
+    }
 }
 
 fn deliver(done: Done) {
@@ -351,7 +353,6 @@ unsafe extern "C" fn on_poll(handle: Handle, status: c_int, events: c_int) {
         deliver(done);
         conn.update();
     });
-    r.arm();
 }
 
 unsafe extern "C" fn on_close(handle: Handle) {
@@ -546,7 +547,7 @@ fn fan_out<Op: 'static>(
             }),
         );
     }
-    r.arm();
+    r.arm_for(deadline);
 }
 
 /// A first acquire attempt on the fast path; the request back when it cannot take it.
