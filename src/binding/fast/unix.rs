@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::ptr;
 use std::rc::{Rc, Weak};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use napi::bindgen_prelude::{within_runtime_if_available, PromiseRaw, ToNapiValue};
@@ -36,10 +36,40 @@ struct Reactor {
     resource: sys::napi_ref,
     context: sys::napi_async_context,
     queue: JsQueue,
+    /// Open while the environment lives: connect threads hand their result
+    /// over only through an open gate (the queue dies with the environment).
+    gate: Arc<Mutex<bool>>,
 }
 
 thread_local! {
     static REACTOR: RefCell<Option<Rc<Reactor>>> = const { RefCell::new(None) };
+    /// This thread's libuv handles not closed yet (a closed one is gone once
+    /// its close callback ran).
+    static OPEN: Cell<usize> = const { Cell::new(0) };
+    /// The environment's teardown, waiting for those handles to be closed.
+    static TEARDOWN: Cell<sys::napi_async_cleanup_hook_handle> = const { Cell::new(ptr::null_mut()) };
+}
+
+fn opened() {
+    let _ = OPEN.try_with(|n| n.set(n.get() + 1));
+}
+
+/// A handle's close callback ran: the last one lets a waiting teardown go on.
+fn closed() {
+    let left = OPEN
+        .try_with(|n| {
+            n.set(n.get().saturating_sub(1));
+            n.get()
+        })
+        .unwrap_or(0);
+    if left == 0 {
+        let hook = TEARDOWN
+            .try_with(|t| t.replace(ptr::null_mut()))
+            .unwrap_or(ptr::null_mut());
+        if !hook.is_null() {
+            unsafe { sys::napi_remove_async_cleanup_hook(hook) };
+        }
+    }
 }
 
 fn ok(status: sys::napi_status) -> Option<()> {
@@ -83,14 +113,22 @@ fn reactor(env: sys::napi_env) -> Option<Rc<Reactor>> {
         let mut context = ptr::null_mut();
         ok(sys::napi_async_init(env, object, name, &mut context))?;
         let queue = JsQueue::of(env).ok()?;
-        let timer = uv.timer(uv_loop)?;
-        // The timer only bounds replies owed on polled sockets, which keep the loop alive.
-        uv.set_ref(timer, false);
-        ok(sys::napi_add_env_cleanup_hook(
+        // Teardown closes every handle and waits for libuv to be done with
+        // them: a loop closed with handles still open aborts the process.
+        let mut hook = ptr::null_mut();
+        ok(sys::napi_add_async_cleanup_hook(
             env,
             Some(cleanup),
             ptr::null_mut(),
+            &mut hook,
         ))?;
+        let Some(timer) = uv.timer(uv_loop) else {
+            sys::napi_remove_async_cleanup_hook(hook);
+            return None;
+        };
+        opened();
+        // The timer only bounds replies owed on polled sockets, which keep the loop alive.
+        uv.set_ref(timer, false);
         let r = Rc::new(Reactor {
             env,
             uv,
@@ -102,6 +140,7 @@ fn reactor(env: sys::napi_env) -> Option<Rc<Reactor>> {
             resource,
             context,
             queue,
+            gate: Arc::new(Mutex::new(true)),
         });
         REACTOR
             .try_with(|slot| *slot.borrow_mut() = Some(r.clone()))
@@ -110,12 +149,15 @@ fn reactor(env: sys::napi_env) -> Option<Rc<Reactor>> {
     }
 }
 
-/// The environment ends: close every handle (their memory is freed by libuv's
-/// close callbacks if the loop runs again, else at process exit).
-unsafe extern "C" fn cleanup(_: *mut c_void) {
+/// The environment ends: close every handle; Node runs the loop until the
+/// last close callback removed this hook.
+unsafe extern "C" fn cleanup(hook: sys::napi_async_cleanup_hook_handle, _: *mut c_void) {
+    let _ = TEARDOWN.try_with(|t| t.set(hook));
     let Some(r) = REACTOR.try_with(|r| r.borrow_mut().take()).ok().flatten() else {
+        closed_all_already();
         return;
     };
+    *r.gate.lock().unwrap_or_else(|p| p.into_inner()) = false;
     r.clients.borrow_mut().clear();
     for conn in r.conns.borrow_mut().drain(..) {
         if let Some(conn) = conn.upgrade() {
@@ -126,10 +168,17 @@ unsafe extern "C" fn cleanup(_: *mut c_void) {
     r.uv.close(r.timer, free_timer);
 }
 
+/// Nothing left to close: the teardown goes on at once.
+fn closed_all_already() {
+    let _ = OPEN.try_with(|n| n.set(n.get() + 1));
+    closed();
+}
+
 unsafe extern "C" fn free_timer(h: Handle) {
     if let Some(uv) = uv::uv() {
         uv.free_timer(h);
     }
+    closed();
 }
 
 impl Reactor {
@@ -243,6 +292,7 @@ struct Conn {
 impl Conn {
     fn open(r: &Rc<Reactor>, sock: wire::Socket) -> Option<Rc<Conn>> {
         let handle = unsafe { r.uv.poll(r.uv_loop, sock.raw_fd())? };
+        opened();
         let conn = Rc::new(Conn {
             uv: r.uv,
             wire: RefCell::new(Wire::new(sock)),
@@ -366,6 +416,7 @@ unsafe extern "C" fn on_close(handle: Handle) {
     if let Some(uv) = uv {
         uv.free_poll(handle);
     }
+    closed();
 }
 
 /// A node's fast connection, as far as it got.
@@ -424,11 +475,15 @@ impl FastClient {
         let timeout = self.connect_timeout;
         let key = self.key;
         let queue = r.queue.clone();
+        let gate = r.gate.clone();
         let opening = std::thread::Builder::new()
             .name("lockdog-connect".into())
             .spawn(move || {
                 let opened = wire::connect(&info, timeout);
-                queue.run(move |env| installed(env, key, i, opened));
+                let open = gate.lock().unwrap_or_else(|p| p.into_inner());
+                if *open {
+                    queue.run(move |env| installed(env, key, i, opened));
+                }
             });
         match opening {
             Ok(_) => Slot::Connecting,

@@ -122,11 +122,14 @@ impl Inner {
             spec,
             permits,
         } = request;
-        self.ensure_open()?;
+        if first.is_none() {
+            // (A resumed attempt may hold keys: closing is handled after it, with its undo.)
+            self.ensure_open()?;
+        }
         let keys = keys::prefixed(&self.cfg.key_prefix, &names);
         let script_keys = keys::script_keys(&keys, self.cfg.fencing);
         let key_label = names.join(", ");
-        let began = Instant::now();
+        let began = first.as_ref().map_or_else(Instant::now, |(_, a)| a.started);
         let wait_until = began + spec.wait_timeout;
         let drift = self.cfg.drift_for(spec.ttl);
         let n = self.nodes.len();
