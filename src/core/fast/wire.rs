@@ -373,3 +373,147 @@ pub fn error_reply(value: &Value) -> Option<NodeAnswer> {
         _ => None,
     }
 }
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::cell::RefCell;
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+    use std::rc::Rc;
+
+    use super::*;
+
+    /// A wire on one end of a socket pair; the test plays the server.
+    fn pair() -> (Wire, UnixStream) {
+        let (a, b) = UnixStream::pair().expect("socketpair");
+        a.set_nonblocking(true).expect("nonblocking");
+        (Wire::new(Socket::Unix(a)), b)
+    }
+
+    type Seen = Rc<RefCell<Vec<(usize, Reply)>>>;
+
+    fn recorder(seen: &Seen, i: usize) -> OnReply {
+        let seen = seen.clone();
+        Box::new(move |reply| seen.borrow_mut().push((i, reply)))
+    }
+
+    fn later() -> Instant {
+        Instant::now() + Duration::from_secs(60)
+    }
+
+    fn run(done: Done) {
+        for (f, r) in done {
+            f(r)
+        }
+    }
+
+    fn read_all(server: &mut UnixStream, n: usize) -> Vec<u8> {
+        let mut buf = vec![0; n];
+        server.read_exact(&mut buf).expect("read");
+        buf
+    }
+
+    #[test]
+    fn replies_go_to_their_commands_in_order_even_in_pieces() {
+        let (mut wire, mut server) = pair();
+        let seen = Seen::default();
+        let mut done = Done::new();
+        wire.send(b"A", None, later(), recorder(&seen, 1), &mut done);
+        wire.send(b"B", None, later(), recorder(&seen, 2), &mut done);
+        assert_eq!(read_all(&mut server, 2), b"AB");
+        server.write_all(b":1\r\n:2").expect("write");
+        wire.on_readable(&mut done);
+        run(std::mem::take(&mut done));
+        assert_eq!(seen.borrow().len(), 1);
+        server.write_all(b"2\r\n").expect("write");
+        wire.on_readable(&mut done);
+        run(done);
+        let seen = seen.borrow();
+        assert!(matches!(seen[0], (1, Ok(Value::Int(1)))));
+        assert!(matches!(seen[1], (2, Ok(Value::Int(22)))));
+        assert!(wire.is_idle() && !wire.is_broken());
+    }
+
+    #[test]
+    fn noscript_sends_the_script_itself_once() {
+        let (mut wire, mut server) = pair();
+        let seen = Seen::default();
+        let mut done = Done::new();
+        wire.send(
+            b"SHA",
+            Some(b"EVAL".to_vec()),
+            later(),
+            recorder(&seen, 1),
+            &mut done,
+        );
+        assert_eq!(read_all(&mut server, 3), b"SHA");
+        server
+            .write_all(b"-NOSCRIPT No matching script\r\n")
+            .expect("write");
+        wire.on_readable(&mut done);
+        assert!(done.is_empty(), "not answered yet");
+        assert_eq!(read_all(&mut server, 4), b"EVAL");
+        server.write_all(b":7\r\n").expect("write");
+        wire.on_readable(&mut done);
+        run(done);
+        assert!(matches!(seen.borrow()[0], (1, Ok(Value::Int(7)))));
+    }
+
+    #[test]
+    fn an_error_reply_is_the_nodes_error() {
+        let (mut wire, mut server) = pair();
+        let seen = Seen::default();
+        let mut done = Done::new();
+        wire.send(b"X", None, later(), recorder(&seen, 1), &mut done);
+        server.write_all(b"-WRONGTYPE bad\r\n").expect("write");
+        wire.on_readable(&mut done);
+        run(done);
+        let seen = seen.borrow();
+        let Ok(value) = &seen[0].1 else {
+            panic!("a reply")
+        };
+        let answer = error_reply(value).expect("an error reply");
+        assert!(matches!(&answer, NodeAnswer::ErrorReply(m) if m.text() == "WRONGTYPE bad"));
+    }
+
+    #[test]
+    fn a_cut_fails_every_command_owed() {
+        let (mut wire, server) = pair();
+        let seen = Seen::default();
+        let mut done = Done::new();
+        wire.send(b"A", None, later(), recorder(&seen, 1), &mut done);
+        wire.send(b"B", None, later(), recorder(&seen, 2), &mut done);
+        drop(server);
+        wire.on_readable(&mut done);
+        run(done);
+        assert!(wire.is_broken());
+        let seen = seen.borrow();
+        assert_eq!(seen.len(), 2);
+        assert!(seen
+            .iter()
+            .all(|(_, r)| matches!(r, Err(NodeAnswer::Unreachable(_)))));
+        let mut done = Done::new();
+        wire.send(b"C", None, later(), Box::new(|_| {}), &mut done);
+        assert!(matches!(done[0].1, Err(NodeAnswer::Unreachable(_))));
+    }
+
+    #[test]
+    fn a_deadline_fails_the_connection_with_timeouts() {
+        let (mut wire, _server) = pair();
+        let seen = Seen::default();
+        let mut done = Done::new();
+        let soon = Instant::now() + Duration::from_millis(5);
+        wire.send(b"A", None, soon, recorder(&seen, 1), &mut done);
+        wire.send(b"B", None, later(), recorder(&seen, 2), &mut done);
+        assert_eq!(wire.next_deadline(), Some(soon));
+        wire.expire(Instant::now(), &mut done);
+        assert!(done.is_empty(), "not due yet");
+        wire.expire(soon, &mut done);
+        run(done);
+        assert!(wire.is_broken());
+        assert!(seen
+            .borrow()
+            .iter()
+            .all(|(_, r)| matches!(r, Err(NodeAnswer::Timeout))));
+    }
+}
