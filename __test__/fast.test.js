@@ -159,6 +159,8 @@ for (const fast of [true, false]) {
         server.resume()
         assert.equal(err.code, 'ERR_LOCK_CONNECTION', err.message)
         assert.ok(took >= 250 && took < 1500, `failed after ${took} ms`)
+        // The attempt ran once the node went on, and its undo after it: no ghost key.
+        await waitFor(async () => (await probe.exists(key)) === 0, { what: 'no ghost key after the timed-out attempt', timeout: 3000 })
         await waitFor(async () => {
           const lock = await locks.acquire(key, { ttl: 2000, waitTimeout: 0 }).catch(() => null)
           if (!lock) return false

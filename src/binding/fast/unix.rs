@@ -336,14 +336,15 @@ impl Conn {
         let Ok(w) = self.wire.try_borrow() else {
             return;
         };
-        if w.is_broken() || (self.retired.get() && w.is_idle()) {
+        if w.is_broken() || (self.retired.get() && !w.is_waited()) {
             drop(w);
             self.close();
             return;
         }
         // Readable even when idle (unreferenced): a cut is seen before the next use.
         let want = uv::READABLE | uv::DISCONNECT | if w.wants_write() { uv::WRITABLE } else { 0 };
-        let busy = !w.is_idle();
+        // Replies given up on do not hold the process.
+        let busy = w.is_waited();
         drop(w);
         unsafe {
             if want != self.events.get() {
@@ -626,6 +627,7 @@ pub fn acquire<'env>(
     let timeout = op.timeout;
     let client = client.clone();
     let mut deferred = Some(deferred);
+    let undo_conns = conns.clone();
     op.sending();
     let settle_op = move |op: &mut fast::FastAcquire, i: usize, reply: wire::Reply| {
         let Some(outcome) = op.answer(i, reply) else {
@@ -641,6 +643,21 @@ pub fn acquire<'env>(
             }
             Outcome::Failed(e) => finish::<NativeLock>(raw_env, deferred, Err(to_napi(e)), false),
             Outcome::Resume(resume) => {
+                // Undone here first, behind the attempt on its own connection: a
+                // stalled node then runs the undo after the attempt, never before.
+                if let Some((release, nodes, timeout)) = op.take_undo() {
+                    let deadline = Instant::now() + timeout;
+                    for i in nodes {
+                        if let Some(conn) = undo_conns.get(i) {
+                            conn.send(
+                                &release.evalsha,
+                                release.eval.clone(),
+                                deadline,
+                                Box::new(|_| {}),
+                            );
+                        }
+                    }
+                }
                 let client = client.clone();
                 let _ = settle::settle_deferred_later(raw_env, deferred, async move {
                     let lock = client

@@ -79,7 +79,7 @@ pub(crate) struct Won<'a> {
 impl Attempt {
     /// The nodes whose keys may hold our token: the script went out, and the
     /// node did not answer "held by another" (then it provably wrote nothing).
-    fn to_undo(&self) -> Vec<usize> {
+    pub(crate) fn to_undo(&self) -> Vec<usize> {
         (0..self.answers.len())
             .filter(|&i| self.sent[i] && !matches!(self.answers[i], NodeAnswer::Held { .. }))
             .collect()

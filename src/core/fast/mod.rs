@@ -180,6 +180,7 @@ impl Client {
             timeout,
             started: Instant::now(),
             record: Answers::default(),
+            undo: None,
         })
     }
 }
@@ -202,12 +203,20 @@ pub struct FastAcquire {
     started: Instant,
     gather: Gather<i64>,
     record: Answers,
+    /// A failed attempt's token-checked release, and where it is due.
+    undo: Option<(Packed, Vec<usize>, Duration)>,
 }
 
 impl FastAcquire {
     /// Some node answered with a fault (its event goes first).
     pub fn faulted(&self) -> bool {
         self.gather.faulted()
+    }
+
+    /// A failed attempt's undo: the release and the nodes it goes to (the
+    /// other path undoes it too; this one lands behind the attempt).
+    pub fn take_undo(&mut self) -> Option<(Packed, Vec<usize>, Duration)> {
+        self.undo.take()
     }
 
     /// Marks the moment before the first command goes out (the validity clock).
@@ -254,6 +263,11 @@ impl FastAcquire {
         let verdict = quorum::acquired(&Tally::of(&attempt.answers), validity(), spec.min_validity);
         let (request, keys, token) = self.request.take()?;
         if verdict != Acquired::Won || inner.ensure_open().is_err() {
+            let nodes = attempt.to_undo();
+            if !nodes.is_empty() {
+                let release = release_packed(&keys, &token);
+                self.undo = Some((release, nodes, self.timeout));
+            }
             return Some(Outcome::Resume(Resume {
                 request: *request,
                 token,
@@ -314,6 +328,18 @@ fn acquire_answer(reply: Reply) -> (NodeAnswer, i64) {
     }
 }
 
+/// The release script for `keys` held by `token` (notices for waiters on).
+fn release_packed(keys: &[String], token: &str) -> Packed {
+    packed(
+        &scripts::RELEASE,
+        include_str!("../../scripts/release.lua"),
+        keys,
+        |c| {
+            c.arg(token).arg(CHANNEL_PREFIX);
+        },
+    )
+}
+
 /// A release on every node, its answers so far.
 pub struct FastRelease {
     inner: Arc<Inner>,
@@ -333,14 +359,7 @@ pub fn fast_release(lock: &Lock) -> std::result::Result<FastRelease, bool> {
     }
     inner.watchdog.unwatch(state.id);
     inner.stats.held.fetch_sub(1, Ordering::Relaxed);
-    let packed = packed(
-        &scripts::RELEASE,
-        include_str!("../../scripts/release.lua"),
-        &state.keys,
-        |c| {
-            c.arg(&state.token).arg(CHANNEL_PREFIX);
-        },
-    );
+    let packed = release_packed(&state.keys, &state.token);
     Ok(FastRelease {
         gather: Gather::new(inner.clone()),
         inner: inner.clone(),

@@ -177,10 +177,14 @@ fn read_one(
 /// A command sent, its reply not yet read.
 struct Pending {
     deadline: Instant,
-    on_reply: OnReply,
+    /// `None` once its deadline passed: the reply is read and dropped.
+    on_reply: Option<OnReply>,
     /// Sent instead if the node answers NOSCRIPT (an EVAL with the script body).
     retry: Option<Vec<u8>>,
 }
+
+/// Replies given up on that a connection may still owe before it is closed.
+const MAX_ABANDONED: usize = 10_000;
 
 /// A fast connection: one socket, its replies owed in order.
 pub struct Wire {
@@ -189,6 +193,7 @@ pub struct Wire {
     inb: BytesMut,
     codec: ValueCodec,
     pending: VecDeque<Pending>,
+    abandoned: usize,
     broken: bool,
 }
 
@@ -200,6 +205,7 @@ impl Wire {
             inb: BytesMut::with_capacity(4096),
             codec: ValueCodec::default(),
             pending: VecDeque::new(),
+            abandoned: 0,
             broken: false,
         }
     }
@@ -218,14 +224,24 @@ impl Wire {
         self.pending.is_empty()
     }
 
+    /// Some command's caller still waits for its reply (the others were
+    /// given up on at their deadline).
+    pub fn is_waited(&self) -> bool {
+        self.pending.iter().any(|p| p.on_reply.is_some())
+    }
+
     /// Bytes wait for the socket to take them.
     pub fn wants_write(&self) -> bool {
         !self.out.is_empty()
     }
 
-    /// The earliest deadline of a reply owed.
+    /// The earliest deadline of a reply someone waits for.
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.pending.iter().map(|p| p.deadline).min()
+        self.pending
+            .iter()
+            .filter(|p| p.on_reply.is_some())
+            .map(|p| p.deadline)
+            .min()
     }
 
     /// Sends `cmd` (packed); `on_reply` runs with its reply, or with the
@@ -244,7 +260,7 @@ impl Wire {
         }
         self.pending.push_back(Pending {
             deadline,
-            on_reply,
+            on_reply: Some(on_reply),
             retry,
         });
         self.out.extend_from_slice(cmd);
@@ -314,18 +330,22 @@ impl Wire {
                         self.fail(cut("a reply nobody asked for"), done);
                         return;
                     };
+                    let Some(on_reply) = p.on_reply else {
+                        self.abandoned = self.abandoned.saturating_sub(1);
+                        continue;
+                    };
                     match (value, p.retry) {
                         (Value::ServerError(e), Some(eval)) if e.code() == "NOSCRIPT" => {
                             // Nothing ran: send the script itself, answered in turn.
                             self.out.extend_from_slice(&eval);
                             self.pending.push_back(Pending {
                                 deadline: p.deadline,
-                                on_reply: p.on_reply,
+                                on_reply: Some(on_reply),
                                 retry: None,
                             });
                             resend = true;
                         }
-                        (value, _) => done.push((p.on_reply, Ok(value))),
+                        (value, _) => done.push((on_reply, Ok(value))),
                     }
                 }
                 Ok(None) => break,
@@ -342,11 +362,19 @@ impl Wire {
         }
     }
 
-    /// Fails every command once one is past its deadline: the replies after
-    /// it cannot be told apart any more, so the connection is done.
+    /// Answers every command past its deadline with a timeout. The connection
+    /// stays, in step (their replies are read and dropped), so that what is
+    /// sent after a stalled command still runs after it, as on one connection
+    /// of the other path: an attempt's undo lands behind the attempt.
     pub fn expire(&mut self, now: Instant, done: &mut Done) {
-        if self.pending.iter().any(|p| p.deadline <= now) {
-            self.fail(NodeAnswer::Timeout, done);
+        for p in self.pending.iter_mut().filter(|p| p.deadline <= now) {
+            if let Some(on_reply) = p.on_reply.take() {
+                self.abandoned += 1;
+                done.push((on_reply, Err(NodeAnswer::Timeout)));
+            }
+        }
+        if self.abandoned > MAX_ABANDONED {
+            self.fail(cut("too many replies overdue"), done);
         }
     }
 
@@ -355,7 +383,9 @@ impl Wire {
         self.broken = true;
         self.out.clear();
         for p in self.pending.drain(..) {
-            done.push((p.on_reply, Err(answer.clone())));
+            if let Some(on_reply) = p.on_reply {
+                done.push((on_reply, Err(answer.clone())));
+            }
         }
     }
 }
@@ -498,8 +528,8 @@ mod tests {
     }
 
     #[test]
-    fn a_deadline_fails_the_connection_with_timeouts() {
-        let (mut wire, _server) = pair();
+    fn a_deadline_answers_timeout_and_the_connection_stays_in_step() {
+        let (mut wire, mut server) = pair();
         let seen = Seen::default();
         let mut done = Done::new();
         let soon = Instant::now() + Duration::from_millis(5);
@@ -509,11 +539,17 @@ mod tests {
         wire.expire(Instant::now(), &mut done);
         assert!(done.is_empty(), "not due yet");
         wire.expire(soon, &mut done);
+        run(std::mem::take(&mut done));
+        assert!(matches!(seen.borrow()[0], (1, Err(NodeAnswer::Timeout))));
+        assert!(!wire.is_broken());
+        assert_eq!(read_all(&mut server, 2), b"AB");
+        // The late reply to A is dropped; B gets its own.
+        server.write_all(b":1\r\n:2\r\n").expect("write");
+        wire.on_readable(&mut done);
         run(done);
-        assert!(wire.is_broken());
-        assert!(seen
-            .borrow()
-            .iter()
-            .all(|(_, r)| matches!(r, Err(NodeAnswer::Timeout))));
+        let seen = seen.borrow();
+        assert_eq!(seen.len(), 2);
+        assert!(matches!(seen[1], (2, Ok(Value::Int(2)))));
+        assert!(wire.is_idle());
     }
 }
