@@ -243,7 +243,7 @@ impl Reactor {
     }
 }
 
-/// The deadline sweep: a command past its deadline fails its connection.
+/// The deadline sweep: a command past its deadline is answered with a timeout.
 unsafe extern "C" fn on_timer(_: Handle) {
     let Some(r) = REACTOR.try_with(|r| r.borrow().clone()).ok().flatten() else {
         return;
