@@ -7,7 +7,7 @@
 //   node bench/run.js                 full run (~8 min on 2 cores)
 //   node bench/run.js --quick         ~1 min, fewer/shorter rounds (written to bench/results/quick/)
 //   node bench/run.js --scenario 3    only scenario 3 (repeatable, or 1,3)
-//   options: --rounds N, --only lockdog,floor, --addon auto|build|repo, --no-write
+//   options: --rounds N, --only lockdog,floor, --addon auto|build|repo|FILE.node, --no-write
 //
 // Each (scenario, contender, round) runs in a fresh child process (worker.js); contenders run
 // in shuffled order inside each round so machine drift spreads over all of them; the tables

@@ -66,7 +66,8 @@ function git(args) {
 /**
  * Returns { path, source, sha256, commit, dirty } where `path` can be require()d.
  * `mode`: 'auto' (repo .node if it is a release build newer than the sources, else build),
- * 'build' (always build), 'repo' (use the repo's .node as it is).
+ * 'build' (always build), 'repo' (use the repo's .node as it is), or the path of a
+ * `.node` file (e.g. another checkout's build, for an A/B run with this facade).
  */
 function prepareAddon({ mode = 'auto', log = console.log } = {}) {
   const repoNode = path.join(ROOT, NODE_FILE)
@@ -74,7 +75,11 @@ function prepareAddon({ mode = 'auto', log = console.log } = {}) {
   let source
   const repoUsable =
     fs.existsSync(repoNode) && !isDebugBuild(repoNode) && fs.statSync(repoNode).mtimeMs >= newestSource()
-  if (mode === 'repo' || (mode === 'auto' && repoUsable)) {
+  if (mode.endsWith('.node')) {
+    nodeFile = path.resolve(mode)
+    if (!fs.existsSync(nodeFile)) throw new Error(`--addon ${mode}: no such file`)
+    source = `${nodeFile}${isDebugBuild(nodeFile) ? ' (DEBUG build!)' : ''}`
+  } else if (mode === 'repo' || (mode === 'auto' && repoUsable)) {
     nodeFile = repoNode
     source = isDebugBuild(repoNode) ? 'repository .node (DEBUG build!)' : 'repository .node (release)'
   } else {

@@ -7,6 +7,7 @@ use napi_derive::napi;
 use crate::binding::cancel::CancelHandle;
 use crate::binding::errors::to_napi;
 use crate::binding::events::{LockErrorInfo, NodeReport};
+use crate::binding::fast;
 use crate::binding::lock::NativeLock;
 use crate::binding::options::{AcquireOptions, LockClientOptions, LockInspection, LockStats};
 use crate::binding::settle::{settle_later, Callback};
@@ -52,6 +53,22 @@ fn hook(callback: Callback, renew_events: Arc<AtomicBool>) -> EventHook {
     })
 }
 
+impl Drop for NativeClient {
+    fn drop(&mut self) {
+        fast::forget(&self.core);
+    }
+}
+
+impl NativeClient {
+    /// A `waitTimeout` shorter than a node's timeout bounds the first attempt
+    /// too: that takes the tokio path, which can stop waiting mid-attempt.
+    fn fast_bounds_fit(&self, request: &core::Request) -> bool {
+        let spec = request.spec();
+        spec.wait_timeout.is_zero()
+            || spec.wait_timeout >= self.core.config().node_timeout_for(spec.ttl)
+    }
+}
+
 #[napi]
 impl NativeClient {
     /// Checks the options and parses the node URLs; connects lazily.
@@ -71,6 +88,7 @@ impl NativeClient {
             None => None,
         };
         let core = core::Client::new(cfg, hook).map_err(to_napi)?;
+        fast::register(env, &core);
         Ok(NativeClient { core, renew_events })
     }
 
@@ -86,6 +104,17 @@ impl NativeClient {
     ) -> Result<PromiseRaw<'env, NativeLock>> {
         let opts = options.unwrap_or_default().to_core().map_err(to_napi)?;
         let request = self.core.prepare(keys, &opts).map_err(to_napi)?;
+        // The first attempt goes the fast way unless the caller may cancel it
+        // or bounds it more tightly than a node's own timeout.
+        let request = match cancel {
+            None if self.fast_bounds_fit(&request) => {
+                match fast::acquire(env, &self.core, Box::new(request)) {
+                    Ok(promise) => return Ok(promise),
+                    Err(request) => *request,
+                }
+            }
+            _ => request,
+        };
         let cancel = cancel.map(|c| c.token.clone()).unwrap_or_default();
         let client = self.core.clone();
         settle_later(env, async move {
@@ -191,6 +220,7 @@ impl NativeClient {
     /// Stops every watchdog, releases every held lock and closes the connections.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
+        fast::retire(&self.core);
         let client = self.core.clone();
         env.spawn_future(async move {
             client.close().await;

@@ -3,6 +3,7 @@ use napi_derive::napi;
 
 use crate::binding::errors::to_napi;
 use crate::binding::events::{LockErrorInfo, NodeReport};
+use crate::binding::fast;
 use crate::binding::settle::settle_later;
 use crate::core::config::lease_millis;
 use crate::core::lock::Status;
@@ -116,6 +117,9 @@ impl NativeLock {
     /// already been released, lost or taken over.
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn release<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, bool>> {
+        if let Some(promise) = fast::release(env, &self.lock) {
+            return Ok(promise);
+        }
         let lock = self.lock.clone();
         settle_later(env, async move { lock.release().await.map_err(to_napi) })
     }
@@ -125,6 +129,9 @@ impl NativeLock {
     #[napi(ts_return_type = "Promise<void>")]
     pub fn extend<'env>(&self, env: &'env Env, ttl: f64) -> Result<PromiseRaw<'env, ()>> {
         let ttl = lease_millis("ttl", ttl, 1).map_err(to_napi)?;
+        if let Some(promise) = fast::extend(env, &self.lock, ttl) {
+            return Ok(promise);
+        }
         let lock = self.lock.clone();
         settle_later(env, async move { lock.extend(ttl).await.map_err(to_napi) })
     }

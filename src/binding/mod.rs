@@ -7,6 +7,7 @@ mod constants;
 mod errors;
 mod events;
 mod fair;
+mod fast;
 mod lock;
 mod options;
 mod semaphore;

@@ -179,39 +179,107 @@ where
     F: Future<Output = Result<T>> + Send + 'static,
 {
     let raw_env = env.raw();
-    let queue = queue(raw_env)?;
+    let (deferred, promise) = promise(raw_env)?;
+    settle_deferred_later(raw_env, deferred, fut)?;
+    Ok(PromiseRaw::new(raw_env, promise))
+}
+
+/// A new promise and its deferred.
+pub(crate) fn promise(env: sys::napi_env) -> Result<(Deferred, sys::napi_value)> {
     let mut deferred = ptr::null_mut();
     let mut promise = ptr::null_mut();
     check(
-        unsafe { sys::napi_create_promise(raw_env, &mut deferred, &mut promise) },
+        unsafe { sys::napi_create_promise(env, &mut deferred, &mut promise) },
         "napi_create_promise",
     )?;
+    Ok((Deferred(Raw(deferred)), promise))
+}
+
+/// A promise's settling end; settled once, on the JS thread it came from.
+pub(crate) struct Deferred(Raw<sys::napi_deferred>);
+
+impl Deferred {
+    /// Settles the promise now (on its JS thread).
+    pub fn settle<T: ToNapiValue>(self, env: sys::napi_env, result: Result<T>) {
+        unsafe {
+            match result.and_then(|v| T::to_napi_value(env, v)) {
+                Ok(value) => sys::napi_resolve_deferred(env, self.0.get(), value),
+                Err(e) => {
+                    sys::napi_reject_deferred(env, self.0.get(), JsError::from(e).into_value(env))
+                }
+            };
+        }
+    }
+}
+
+/// Counts one more operation in flight on this JS thread (keeping the loop alive).
+fn count_in_flight(env: sys::napi_env) {
     LOCAL.with(|local| {
-        if let Some(local) = local.borrow_mut().as_mut() {
+        if let Some(local) = local.borrow_mut().as_mut().filter(|l| l.env == env) {
             if local.in_flight == 0 {
-                unsafe { sys::napi_ref_threadsafe_function(raw_env, local.queue.tsfn.0) };
+                unsafe { sys::napi_ref_threadsafe_function(env, local.queue.tsfn.0) };
             }
             local.in_flight += 1;
         }
     });
-    let deferred = Raw(deferred);
+}
+
+/// [`settle_later`] for a promise that already exists (on its JS thread).
+pub(crate) fn settle_deferred_later<T, F>(
+    env: sys::napi_env,
+    deferred: Deferred,
+    fut: F,
+) -> Result<()>
+where
+    T: ToNapiValue + Send + 'static,
+    F: Future<Output = Result<T>> + Send + 'static,
+{
+    let queue = queue(env)?;
+    count_in_flight(env);
     spawn(async move {
         let result = fut.await;
         queue.push(Item {
             op: true,
-            run: Box::new(move |env| unsafe {
-                match result.and_then(|v| T::to_napi_value(env, v)) {
-                    Ok(value) => sys::napi_resolve_deferred(env, deferred.get(), value),
-                    Err(e) => sys::napi_reject_deferred(
-                        env,
-                        deferred.get(),
-                        JsError::from(e).into_value(env),
-                    ),
-                };
-            }),
+            run: Box::new(move |env| deferred.settle(env, result)),
         });
     });
-    Ok(PromiseRaw::new(raw_env, promise))
+    Ok(())
+}
+
+/// Settles a promise on its JS thread after everything queued so far (the
+/// events an operation reported come before its result).
+pub(crate) fn settle_in_turn<T>(env: sys::napi_env, deferred: Deferred, result: Result<T>)
+where
+    T: ToNapiValue + Send + 'static,
+{
+    match queue(env) {
+        Ok(queue) => {
+            count_in_flight(env);
+            queue.push(Item {
+                op: true,
+                run: Box::new(move |env| deferred.settle(env, result)),
+            });
+        }
+        Err(_) => deferred.settle(env, result),
+    }
+}
+
+/// Runs work on this JS thread from any thread, through its queue; it does
+/// not keep the event loop alive by itself.
+#[derive(Clone)]
+pub(crate) struct JsQueue(Arc<Queue>);
+
+impl JsQueue {
+    pub fn of(env: sys::napi_env) -> Result<JsQueue> {
+        queue(env).map(JsQueue)
+    }
+
+    pub fn run(&self, f: impl FnOnce(sys::napi_env) + Send + 'static) {
+        self.0.push(Item {
+            op: false,
+            run: Box::new(f),
+        });
+    }
 }
 
 /// A JS function the runtime threads call through this JS thread's queue

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use futures_util::future::join_all;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::acquire::Request;
+use crate::core::acquire::{Request, Resume};
 use crate::core::config::{AcquireOptions, AcquireSpec, ClientConfig};
 use crate::core::error::{ErrorCode, LockError, NodeAnswer, NodeReport, Result};
 use crate::core::keys::{self, fence_key, lock_keys};
@@ -66,6 +66,10 @@ impl Client {
         Ok(Client {
             inner: Arc::new(Inner::new(cfg, nodes, hook)),
         })
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
+        &self.inner
     }
 
     pub fn config(&self) -> &ClientConfig {
@@ -134,6 +138,11 @@ impl Client {
         cancel: CancellationToken,
     ) -> Result<Lock> {
         self.inner.acquire(request, cancel).await
+    }
+
+    /// Goes on with an acquisition whose first attempt the fast path made.
+    pub async fn acquire_resumed(&self, resume: Resume, cancel: CancellationToken) -> Result<Lock> {
+        self.inner.acquire_resumed(resume, cancel).await
     }
 
     /// One attempt: the lock, or `None` when another owner holds it.

@@ -35,6 +35,11 @@ impl Lock {
         Lock(Arc::new(LockHandle { state, inner }))
     }
 
+    /// The lock's state and the client it belongs to (the fast path's operations).
+    pub(crate) fn parts(&self) -> (&Arc<LockState>, &Arc<Inner>) {
+        (&self.0.state, &self.0.inner)
+    }
+
     fn state(&self) -> &Arc<LockState> {
         &self.0.state
     }

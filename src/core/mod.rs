@@ -12,6 +12,7 @@ pub mod broken;
 pub mod client;
 pub mod config;
 pub mod error;
+pub mod fast;
 pub mod keys;
 pub mod lock;
 pub mod lock_state;
@@ -28,7 +29,7 @@ pub mod tls;
 pub mod waiters;
 pub mod watchdog;
 
-pub use acquire::{Permits, Request};
+pub use acquire::{Permits, Request, Resume};
 pub use client::{Client, Inspection};
 pub use config::{AcquireOptions, ClientConfig, NodeSpec};
 pub use error::{ErrorCode, Fault, LockError, NodeAnswer, NodeReport};

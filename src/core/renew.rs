@@ -274,8 +274,20 @@ impl Inner {
                     .await
             }
         };
-        self.report_faults(&answers);
-        self.settle(state, &answers, started, ttl, Lease::Extension)?;
+        self.extended(state, &answers, started, ttl)
+    }
+
+    /// What a manual extension's answers (decided at quorum) mean: the new
+    /// lease becomes the one renewals keep.
+    pub(crate) fn extended(
+        self: &Arc<Self>,
+        state: &Arc<LockState>,
+        answers: &[NodeAnswer],
+        started: Instant,
+        ttl: Duration,
+    ) -> Result<()> {
+        self.report_faults(answers);
+        self.settle(state, answers, started, ttl, Lease::Extension)?;
         let every = state
             .renew_every()
             .min(ttl / 3)

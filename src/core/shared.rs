@@ -59,7 +59,7 @@ struct Background {
 }
 
 /// Counts one background task for as long as it lives (even if it panics).
-struct Running(Arc<Inner>);
+pub(crate) struct Running(Arc<Inner>);
 
 impl Drop for Running {
     fn drop(&mut self) {
@@ -99,6 +99,13 @@ impl Inner {
             let _running = running;
             task.await
         });
+    }
+
+    /// Counts work going on outside any task (the fast path's nodes still
+    /// out) as a background task until the guard is dropped.
+    pub(crate) fn track(self: &Arc<Self>) -> Running {
+        self.background.running.fetch_add(1, Ordering::AcqRel);
+        Running(self.clone())
     }
 
     /// Completes once no background task runs.
@@ -184,6 +191,16 @@ impl Inner {
     /// release may still be on its way (a background task `close()` awaits).
     pub async fn release_state(self: &Arc<Self>, state: &LockState) -> Result<bool> {
         let answers = self.release_until_decided(state).await;
+        self.release_verdict(state, &answers)
+    }
+
+    /// What a release's answers (decided at quorum) mean for its caller.
+    pub(crate) fn release_verdict(
+        &self,
+        state: &LockState,
+        answers: &[NodeAnswer],
+    ) -> Result<bool> {
+        let answers = answers.to_vec();
         self.report_faults(&answers);
         match quorum::released(&Tally::of(&answers)) {
             Released::Released => Ok(true),

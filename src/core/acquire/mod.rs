@@ -38,31 +38,56 @@ pub struct Request {
     pub(crate) permits: Option<Permits>,
 }
 
+impl Request {
+    /// The resolved options.
+    pub fn spec(&self) -> &AcquireSpec {
+        &self.spec
+    }
+}
+
 /// What one attempt on every node came back with.
-struct Attempt {
-    answers: Vec<NodeAnswer>,
+pub(crate) struct Attempt {
+    pub answers: Vec<NodeAnswer>,
     /// The same, filled in by nodes answering after the outcome was decided.
-    record: Answers,
+    pub record: Answers,
     /// The highest fence value handed out.
-    fence: i64,
+    pub fence: i64,
     /// When the first request was sent.
-    started: Instant,
+    pub started: Instant,
     /// Replicas that acknowledged (`waitReplicas`).
-    replicas: Option<u32>,
+    pub replicas: Option<u32>,
     /// Whether the script went out to each node (not when its connection failed).
-    sent: Vec<bool>,
+    pub sent: Vec<bool>,
     /// Nodes that answered as contended but wrote (a semaphore on several
     /// nodes: slots other than the quorum's); empty for other attempts.
-    stray: Vec<bool>,
+    pub stray: Vec<bool>,
     /// The token the holder keeps when it differs from the attempt's (a
     /// semaphore on several nodes: the member naming its slots).
-    member: Option<String>,
+    pub member: Option<String>,
+}
+
+/// A first attempt made elsewhere (the fast path) that did not take the lock:
+/// the acquisition goes on from it as if its own loop had made it.
+pub struct Resume {
+    pub(crate) request: Request,
+    pub(crate) token: String,
+    pub(crate) attempt: Attempt,
+}
+
+/// What a won attempt registers.
+pub(crate) struct Won<'a> {
+    pub keys: Vec<String>,
+    pub token: String,
+    pub attempts: u32,
+    pub started: Instant,
+    pub spec: &'a AcquireSpec,
+    pub attempt: &'a Attempt,
 }
 
 impl Attempt {
     /// The nodes whose keys may hold our token: the script went out, and the
     /// node did not answer "held by another" (then it provably wrote nothing).
-    fn to_undo(&self) -> Vec<usize> {
+    pub(crate) fn to_undo(&self) -> Vec<usize> {
         (0..self.answers.len())
             .filter(|&i| {
                 self.sent[i]
@@ -79,20 +104,51 @@ impl Inner {
         request: Request,
         cancel: CancellationToken,
     ) -> Result<Lock> {
+        self.acquire_from(request, cancel, None).await
+    }
+
+    /// Goes on with an acquisition whose first attempt (and token) came from
+    /// elsewhere.
+    pub async fn acquire_resumed(
+        self: &Arc<Self>,
+        resume: Resume,
+        cancel: CancellationToken,
+    ) -> Result<Lock> {
+        let Resume {
+            request,
+            token,
+            attempt,
+        } = resume;
+        self.acquire_from(request, cancel, Some((token, attempt)))
+            .await
+    }
+
+    async fn acquire_from(
+        self: &Arc<Self>,
+        request: Request,
+        cancel: CancellationToken,
+        mut first: Option<(String, Attempt)>,
+    ) -> Result<Lock> {
         let Request {
             names,
             spec,
             permits,
         } = request;
-        self.ensure_open()?;
+        if first.is_none() {
+            // (A resumed attempt may hold keys: closing is handled after it, with its undo.)
+            self.ensure_open()?;
+        }
         let keys = keys::prefixed(&self.cfg.key_prefix, &names);
         let script_keys = keys::script_keys(&keys, self.cfg.fencing);
         let key_label = names.join(", ");
-        let began = Instant::now();
+        let began = first.as_ref().map_or_else(Instant::now, |(_, a)| a.started);
         let wait_until = began + spec.wait_timeout;
         let drift = self.cfg.drift_for(spec.ttl);
         let n = self.nodes.len();
-        let mut token = permits::token(permits);
+        let mut token = match &mut first {
+            Some((t, _)) => std::mem::take(t),
+            None => permits::token(permits),
+        };
         let mut attempts: u32 = 0;
         // Waiting for one key: queue up for its release notices from the plain
         // masters (cluster members send none; their waiters keep the retry timer).
@@ -118,15 +174,19 @@ impl Inner {
             }
             // A release after this attempt reads the key will wake us.
             let heard = queued.as_ref().is_some_and(Queued::heard);
-            let attempt = tokio::select! {
-                attempt = self.attempt_for(permits, &script_keys, keys.len(), &token, &spec) => attempt,
-                _ = cancel.cancelled() => {
-                    self.undo_in_background(keys, token, every_node, undo_timeout);
-                    return Err(aborted(&key_label, attempts));
-                }
-                _ = tokio::time::sleep_until(wait_until.into()), if wait_bounds_attempts => {
-                    self.undo_in_background(keys, token, every_node, undo_timeout);
-                    return Err(wait_passed(last_failure, &key_label, attempts, spec.wait_timeout));
+            let attempt = if let Some((_, attempt)) = first.take() {
+                attempt
+            } else {
+                tokio::select! {
+                    attempt = self.attempt_for(permits, &script_keys, keys.len(), &token, &spec) => attempt,
+                    _ = cancel.cancelled() => {
+                        self.undo_in_background(keys, token, every_node, undo_timeout);
+                        return Err(aborted(&key_label, attempts));
+                    }
+                    _ = tokio::time::sleep_until(wait_until.into()), if wait_bounds_attempts => {
+                        self.undo_in_background(keys, token, every_node, undo_timeout);
+                        return Err(wait_passed(last_failure, &key_label, attempts, spec.wait_timeout));
+                    }
                 }
             };
             let started = broken::validity_start(attempt.started);
@@ -138,30 +198,17 @@ impl Inner {
             let verdict = quorum::acquired(&t, validity, spec.min_validity);
             if verdict == Acquired::Won && !cancel.is_cancelled() && self.ensure_open().is_ok() {
                 let token = attempt.member.clone().unwrap_or(token);
-                let state = Arc::new(LockState::new(NewLock {
-                    id: self.next_id.fetch_add(1, Ordering::Relaxed),
+                let lock = self.register(Won {
                     keys,
-                    prefix_len: self.cfg.key_prefix.len(),
                     token,
                     attempts,
-                    deadline: later(started, spec.ttl.saturating_sub(drift)),
-                    ttl: spec.ttl,
-                    renew_every: spec.renew_interval,
-                    hold_until: spec.max_hold.map(|h| later(started, h)),
-                    auto_renew: spec.auto_renew,
-                    fence: self.cfg.fencing.then_some(attempt.fence),
-                    wait_replicas: spec.wait_replicas,
-                    answers: attempt.record.clone(),
-                }));
-                state.set_replicas(attempt.replicas);
+                    started,
+                    spec: &spec,
+                    attempt: &attempt,
+                });
                 if let Some(line) = line.as_mut() {
                     line.taken();
                 }
-                self.stats.acquired.fetch_add(1, Ordering::Relaxed);
-                self.stats.held.fetch_add(1, Ordering::Relaxed);
-                self.watchdog.start(self);
-                self.watchdog.watch(state.clone());
-                let lock = Lock::new(state, self.clone());
                 if self.ensure_open().is_err() {
                     // close() ran while this lock was being registered: give it back.
                     let _ = lock.release().await;
@@ -296,6 +343,41 @@ impl Inner {
                 q.place.consume();
             }
         }
+    }
+
+    /// Registers a won attempt as a held lock, renewed by the watchdog (which
+    /// this starts, so it runs within the runtime).
+    pub(crate) fn register(self: &Arc<Self>, won: Won<'_>) -> Lock {
+        let Won {
+            keys,
+            token,
+            attempts,
+            started,
+            spec,
+            attempt,
+        } = won;
+        let drift = self.cfg.drift_for(spec.ttl);
+        let state = Arc::new(LockState::new(NewLock {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            keys,
+            prefix_len: self.cfg.key_prefix.len(),
+            token,
+            attempts,
+            deadline: later(started, spec.ttl.saturating_sub(drift)),
+            ttl: spec.ttl,
+            renew_every: spec.renew_interval,
+            hold_until: spec.max_hold.map(|h| later(started, h)),
+            auto_renew: spec.auto_renew,
+            fence: self.cfg.fencing.then_some(attempt.fence),
+            wait_replicas: spec.wait_replicas,
+            answers: attempt.record.clone(),
+        }));
+        state.set_replicas(attempt.replicas);
+        self.stats.acquired.fetch_add(1, Ordering::Relaxed);
+        self.stats.held.fetch_add(1, Ordering::Relaxed);
+        self.watchdog.start(self);
+        self.watchdog.watch(state.clone());
+        Lock::new(state, self.clone())
     }
 
     /// One parallel attempt on every node. `script_keys` holds the `locked`

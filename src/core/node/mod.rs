@@ -126,6 +126,21 @@ impl Node {
         matches!(self.target, Target::Cluster(_))
     }
 
+    /// Where a plain (no TLS, RESP2) single master listens, with its
+    /// credentials and database: what the fast path may connect to itself.
+    pub fn plain_info(&self) -> Option<redis::ConnectionInfo> {
+        let Target::Single(client, _) = &self.target else {
+            return None;
+        };
+        let info = client.get_connection_info();
+        let plain = matches!(
+            info.addr(),
+            redis::ConnectionAddr::Tcp(..) | redis::ConnectionAddr::Unix(_)
+        );
+        let resp2 = !info.redis_settings().protocol().supports_resp3();
+        (plain && resp2).then(|| info.clone())
+    }
+
     fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }

@@ -1,0 +1,48 @@
+//! The fast path's JS-thread half: each plain node's socket is polled by
+//! libuv on the JS thread's own event loop, commands are written inside the
+//! napi call, replies are parsed in the poll callback and promises settled
+//! there: no thread hop. Connections open on a thread of their own and are
+//! handed over once ready; until then, and whenever one breaks, operations
+//! take the tokio path. State is per JS thread (workers have their own loops).
+
+#[cfg(unix)]
+mod unix;
+#[cfg(unix)]
+mod uv;
+
+#[cfg(unix)]
+pub use unix::{acquire, extend, forget, register, release, retire};
+
+#[cfg(not(unix))]
+mod off {
+    //! No fast path here: every operation takes the tokio path.
+    use napi::bindgen_prelude::PromiseRaw;
+    use napi::Env;
+
+    use crate::binding::lock::NativeLock;
+    use crate::core::{self as core, Lock, Request};
+
+    pub fn register(_: &Env, _: &core::Client) {}
+    pub fn forget(_: &core::Client) {}
+    pub fn retire(_: &core::Client) {}
+    pub fn acquire<'env>(
+        _: &'env Env,
+        _: &core::Client,
+        request: Box<Request>,
+    ) -> Result<PromiseRaw<'env, NativeLock>, Box<Request>> {
+        Err(request)
+    }
+    pub fn release<'env>(_: &'env Env, _: &Lock) -> Option<PromiseRaw<'env, bool>> {
+        None
+    }
+    pub fn extend<'env>(
+        _: &'env Env,
+        _: &Lock,
+        _: std::time::Duration,
+    ) -> Option<PromiseRaw<'env, ()>> {
+        None
+    }
+}
+
+#[cfg(not(unix))]
+pub use off::{acquire, extend, forget, register, release, retire};
