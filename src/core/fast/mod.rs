@@ -159,6 +159,12 @@ impl Client {
             return Err(request);
         }
         let keys = keys::prefixed(&inner.cfg.key_prefix, &request.names);
+        // Callers of this client already wait for the key: a first attempt
+        // sent at once would overtake them (they are woken by the release
+        // notice on the runtime). Take the runtime path, behind them.
+        if keys.iter().any(|k| inner.waiters.waiting(k)) {
+            return Err(request);
+        }
         let script_keys = keys::script_keys(&keys, inner.cfg.fencing);
         let token = uuid::Uuid::new_v4().to_string();
         let ttl_ms = ms_of(request.spec.ttl);
