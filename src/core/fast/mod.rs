@@ -358,6 +358,15 @@ pub struct FastRelease {
     decided: bool,
 }
 
+/// Whether `lock` is released by the lock script the fast path sends: a fair
+/// lock's release hands the key to the next waiter in line, and a semaphore
+/// attempt on several nodes is undone by its own script (both on tokio).
+pub fn plain_release(lock: &Lock) -> bool {
+    let token = &lock.parts().0.token;
+    !token.starts_with(crate::core::node::FAIR_TOKEN)
+        && !crate::core::acquire::is_slot_attempt(token)
+}
+
 /// Starts releasing `lock`: `Err` with the answer when there is nothing to
 /// send (it had already ended), as on tokio.
 pub fn fast_release(lock: &Lock) -> std::result::Result<FastRelease, bool> {
