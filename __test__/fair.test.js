@@ -64,7 +64,12 @@ test('a departed waiter\'s place expires, so the line never wedges', async () =>
 })
 
 test('a release hands the lock straight to the next waiter, who takes it without another attempt', async () => {
-  const holder = await client().acquire('fair:h', { fair: true })
+  // The holder's client is warmed up first, so its release could take the fast
+  // path (a connection of its own on the JS thread): a fair release must not.
+  const holding = client()
+  await (await holding.acquire('fair:warm')).release()
+  await waitFor(async () => (await redis.client('LIST')).includes('name=lockdog-fast'), { what: 'the fast connection' })
+  const holder = await holding.acquire('fair:h', { fair: true })
   // retryDelay far beyond the deadline below: only the hand-off can serve it.
   const c = client({ fair: true, retryDelay: 8000, retryJitter: 0 })
   const waiting = c.acquire('fair:h', { waitTimeout: 20000 })
@@ -158,6 +163,9 @@ test('a fair semaphore: permits freed wake as many waiters as fit, by release no
     waiting.push(client(opts).semaphore('fair:s2', { limit: 3 }).acquire({ waitTimeout: 20000 }))
     await waitFor(async () => (await redis.zcard(line('fair:s2'))) === i + 1, { what: `waiter ${i} in line` })
   }
+  // A waiter subscribes to release notices after its first attempt: a release
+  // before that goes unheard (the retry timer covers it), so wait for all three.
+  await waitFor(async () => (await redis.pubsub('NUMSUB', '__lockdog:released:fair:s2'))[1] === 3, { what: 'the subscriptions' })
   const released = performance.now()
   await held.release()
   const locks = await Promise.all(waiting)
