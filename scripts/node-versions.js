@@ -78,6 +78,9 @@ if (require.main === module) {
     install()
   } else if (command === 'bin' && fs.existsSync(cached(Number(major)).bin)) {
     console.log(path.dirname(cached(Number(major)).bin))
+  } else if (command === 'bin' && Number(major) === Number(process.versions.node.split('.')[0])) {
+    // This shell's own node is that version (install leaves it out of .cache/).
+    console.log(path.dirname(process.execPath))
   } else {
     console.error('usage: node scripts/node-versions.js install | bin <major> (after install)')
     process.exit(2)
