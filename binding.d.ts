@@ -19,12 +19,18 @@ export declare class CancelHandle {
 /** The native lock client; `lib/client.js` wraps it in `LockClient`. */
 export declare class NativeClient {
   /** Checks the options and parses the node URLs; connects lazily. */
-  constructor(options?: LockClientOptions | undefined | null, onEvent?: (kind: string, lockId: number, detail: LockErrorInfo | NodeReport | null) => void)
+  constructor(options?: LockClientOptions | undefined | null, onEvent?: (kind: string, lockId: number, detail: Error | null) => void)
   /**
-   * Takes the lock on `keys` as one lock, waiting as the options allow.
-   * Arguments are checked synchronously (the call throws before any I/O).
+   * Takes what `kind` says on `keys`, waiting as the options allow: without
+   * a kind the lock on every key as one lock; with `limit`, `permits` of
+   * the semaphore on its one key (renewed like a lock); with `write`, the
+   * read-write lock on its one key as its writer (alone) or, with `false`,
+   * a reader (a waiting writer holds new readers off); with `fair`, in
+   * arrival order across every process through a line kept in Redis (one
+   * node or a cluster). Arguments are checked synchronously (the call
+   * throws before any I/O).
    */
-  acquire(keys: Array<string>, options?: AcquireOptions | undefined | null, cancel?: CancelHandle | undefined | null): Promise<NativeLock>
+  acquire(keys: Array<string>, options?: AcquireOptions | undefined | null, cancel?: CancelHandle | undefined | null, kind?: AcquireKind | undefined | null): Promise<NativeLock>
   /**
    * Continues the lock on `keys` whose value is `token`: one token-checked
    * extend to `ttl` on every node (never creating a key), then the watchdog
@@ -32,6 +38,30 @@ export declare class NativeClient {
    * another token. Arguments are checked synchronously.
    */
   adopt(keys: Array<string>, token: string, options?: AcquireOptions | undefined | null): Promise<NativeLock>
+  /**
+   * Resolves once the nodes that operations did not wait for (a quorum had
+   * decided) have answered or timed out, and background cleanups ended.
+   */
+  settled(): Promise<void>
+  /** Stops every watchdog, releases every held lock and closes the connections. */
+  close(): Promise<void>
+  /** Whether renewal batches are reported as `'renewed'` events (for tracing). */
+  set renewEvents(on: boolean)
+  /**
+   * Whether this client's plain operations take the fast path (the JS
+   * thread's own event loop, once its connection is ready); false when
+   * every operation takes the Rust runtime path: `LOCKDOG_FAST_PATH=0`, a
+   * runtime other than Node (Bun, Deno), no libuv exported to addons
+   * (Windows), or nodes it does not serve (TLS, Cluster, Sentinel, `resp3`).
+   * Decided when the client is created.
+   */
+  get fastPath(): boolean
+  /** True once `close()` was called. */
+  get closed(): boolean
+  /** `host:port` of each node, in order (never with credentials). */
+  get nodes(): Array<string>
+  /** Counters since the client was created. */
+  stats(): LockStats
   /** Reads a lock key on every node without changing it. */
   inspect(key: string): Promise<LockInspection>
   /**
@@ -45,58 +75,11 @@ export declare class NativeClient {
    * checked synchronously.
    */
   releaseToken(keys: Array<string>, token: string): Promise<Array<NodeReport>>
-  /**
-   * Resolves once the nodes that operations did not wait for (a quorum had
-   * decided) have answered or timed out, and background cleanups ended.
-   */
-  settled(): Promise<void>
-  /** Stops every watchdog, releases every held lock and closes the connections. */
-  close(): Promise<void>
-  /** Whether renewal batches are reported as `'renewed'` events (for tracing). */
-  set renewEvents(on: boolean)
-  /** True once `close()` was called. */
-  get closed(): boolean
-  /** `host:port` of each node, in order (never with credentials). */
-  get nodes(): Array<string>
-  /** Counters since the client was created. */
-  stats(): LockStats
-  /**
-   * Takes `permits` of the semaphore `key` (at most `limit` at once) in
-   * arrival order across every process: the permits are taken only when
-   * they fit beside those of every earlier waiter in a line kept in Redis
-   * (leased places). One node or a cluster. Arguments are checked synchronously.
-   */
-  acquireFairPermits(key: string, limit: number, permits: number, options?: AcquireOptions | undefined | null, cancel?: CancelHandle | undefined | null): Promise<NativeLock>
-  /**
-   * Takes the read-write lock `key` as a reader, or with `write` as its
-   * writer, in arrival order across every process: readers at the head of
-   * the line enter together, a writer alone once those before it are done.
-   * One node or a cluster. Arguments are checked synchronously.
-   */
-  acquireFairRw(key: string, write: boolean, options?: AcquireOptions | undefined | null, cancel?: CancelHandle | undefined | null): Promise<NativeLock>
-  /**
-   * Takes `permits` of the semaphore `key` that allows `limit` permits at
-   * once, waiting as the options allow; the holder's lease is renewed by the
-   * watchdog like a lock's. Arguments are checked synchronously.
-   */
-  acquirePermits(key: string, limit: number, permits: number, options?: AcquireOptions | undefined | null, cancel?: CancelHandle | undefined | null): Promise<NativeLock>
-  /**
-   * Takes the read-write lock `key` as a reader, or with `write` as its
-   * writer (alone: no reader beside it). A waiting writer holds new readers
-   * off. Renewed by the watchdog like a lock. Arguments are checked synchronously.
-   */
-  acquireRw(key: string, write: boolean, options?: AcquireOptions | undefined | null, cancel?: CancelHandle | undefined | null): Promise<NativeLock>
-  /**
-   * Takes the lock on `key` fairly: waiters across every process are served
-   * in arrival order through a line kept in Redis (leased places). One node
-   * or a cluster. Arguments are checked synchronously.
-   */
-  acquireFair(key: string, options?: AcquireOptions | undefined | null, cancel?: CancelHandle | undefined | null): Promise<NativeLock>
   /** Counts the permits of the semaphore `key` held by unexpired holders. */
   countPermits(key: string): Promise<SemaphoreCount>
 }
 
-/** A held lock as the native layer sees it; `lib/client.js` wraps it in `Lock`. */
+/** A held lock as the native layer sees it; `lib/lock.js` wraps it in `Lock`. */
 export declare class NativeLock {
   /** Identifies the lock in the client's `'lost'` events. */
   get id(): number
@@ -123,7 +106,11 @@ export declare class NativeLock {
    * client's `settled()` resolved).
    */
   get nodes(): Array<NodeReport>
-  /** `'held'`, `'released'` or `'lost'`. */
+  /**
+   * `'held'`, `'released'`, `'lost'`, or `'expired'`: held, but its validity
+   * deadline passed before the watchdog recorded the loss (its holder counts
+   * it as lost from that instant).
+   */
   get status(): string
   /** The lease length in ms that renewals restore. */
   get ttl(): number
@@ -141,8 +128,11 @@ export declare class NativeLock {
   get replicas(): number | null
   /** How many attempts the acquisition took. */
   get attempts(): number
-  /** Why the lock was lost, or null. */
-  get loss(): LockErrorInfo | null
+  /**
+   * Why the lock was lost (also while `'expired'`): a new `LockError`
+   * (`ERR_LOCK_LOST`) at each read, or null.
+   */
+  get loss(): Error | null
   /**
    * Releases the lock (token-checked, on every node) after stopping its
    * watchdog. Resolves true if it was ours and is now gone, false if it had
@@ -150,10 +140,32 @@ export declare class NativeLock {
    */
   release(): Promise<boolean>
   /**
+   * Lets go of the lock without releasing it: the watchdog stops renewing,
+   * the keys keep their lease for another client to `adopt` with the token,
+   * and nothing this lock does later deletes them. Null when it was no
+   * longer held. Synchronous: no Redis call.
+   */
+  handOver(): HandOverInfo | null
+  /**
    * Extends the lease to `ttl` ms from now with the same token; later renewals
    * keep that lease. Never recreates a key that is gone.
    */
   extend(ttl: number): Promise<void>
+}
+
+/** What an acquisition takes. Without any field: a plain lock on every key. */
+export interface AcquireKind {
+  /** Makes it a semaphore of this many permits held at once (one key). The default value is no semaphore. */
+  limit?: number
+  /** Permits of the semaphore to take (with `limit`). The default value is 1. */
+  permits?: number
+  /** Makes it a read-write lock (one key): `true` its writer, `false` a reader. The default value is no read-write lock. */
+  write?: boolean
+  /**
+   * Serves waiters across every process in arrival order through a line
+   * kept in Redis (one key; one node or a cluster). The default value is `false`.
+   */
+  fair?: boolean
 }
 
 /** Settings of one acquisition; unset fields take the client's defaults. */
@@ -161,21 +173,27 @@ export interface AcquireOptions {
   /** Lease length in ms (1 ..= `Number.MAX_SAFE_INTEGER`). The default value is the client's `ttl` (30000). */
   ttl?: number
   /**
-   * Retries after the first attempt while another owner holds the lock
-   * (`Infinity` or -1: no limit but `waitTimeout`). The default value is `Infinity`.
+   * Retries after the first attempt while the lock is held by another owner or
+   * its nodes are unreachable (`Infinity` or -1: no limit but `waitTimeout`).
+   * With a count, the wait ends after about retryCount × (retryDelay +
+   * retryJitter). The default value is `Infinity`.
    */
   retryCount?: number
   /**
-   * Longest pause between attempts, in ms: the holder's release notice (Redis
-   * pub/sub) ends it early for the first waiter of a key, and it never outlasts
-   * the holder's remaining TTL. The default value is 100.
+   * Pause between attempts, in ms, plus 0..retryJitter: the holder's release
+   * notice (Redis pub/sub) ends it early for the first waiter of a key, and it
+   * never outlasts the holder's remaining TTL. Without a `retryCount`, a waiter
+   * that hears the key's release notices waits for one (or the lease's end)
+   * instead. The default value is 100.
    */
   retryDelay?: number
   /** Random extra pause of 0..retryJitter ms per attempt. The default value is 100. */
   retryJitter?: number
   /**
    * Longest total wait in ms (`Infinity`: about 24.8 days, the longest timer);
-   * then the acquire rejects with `ERR_LOCK_TIMEOUT`. The default value is 10000.
+   * then the acquire rejects with `ERR_LOCK_TIMEOUT` (held by another), or with
+   * the outage's own error (`ERR_LOCK_CONNECTION`, `ERR_LOCK_QUORUM`,
+   * `ERR_LOCK_REDIS`). The default value is 10000.
    */
   waitTimeout?: number
   /**
@@ -214,6 +232,27 @@ export declare const DEFAULT_TTL_MS: number
 
 /** The Redis URL a client uses when given no `url`, `nodes` or `cluster` and `REDIS_URL` is unset or empty. */
 export declare const DEFAULT_URL: string
+
+/**
+ * The clock-drift allowance for a lease of `ttl` ms, in whole ms (rounded to the
+ * nearest): ttl × `driftFactor` + 2 ms. 0 when `ttl` is negative or not a
+ * finite duration, or `driftFactor` is not >= 0 and < 1.
+ */
+export declare function driftMs(ttl: number, driftFactor: number): number
+
+/** What a handed-over lock gives the client that continues it with `adopt`. */
+export interface HandOverInfo {
+  /** The lock's first key, as given (without the client's `keyPrefix`). */
+  key: string
+  /** Every key of the lock, as given. */
+  keys: Array<string>
+  /** The token to pass to `adopt`. */
+  token: string
+  /** Milliseconds of validity left when it was handed over. */
+  remaining: number
+  /** The fencing token (client option `fencing`), or null. */
+  fence?: number
+}
 
 /** How a `LockClient` reaches Redis, and the defaults for its locks. */
 export interface LockClientOptions {
@@ -254,8 +293,9 @@ export interface LockClientOptions {
   commandTimeout?: number
   /**
    * How long one node may take to answer an acquire or renewal, in ms. The
-   * default value is `commandTimeout` for one node, and 5% of the TTL (at most
-   * `commandTimeout`) with several nodes.
+   * default value is `commandTimeout` for one node, and 5% of the TTL with
+   * several nodes: at least 50 ms (or a third of a TTL under 150 ms), at most
+   * `commandTimeout`.
    */
   nodeTimeout?: number
   /**
@@ -277,19 +317,23 @@ export interface LockClientOptions {
   /** Lease length in ms; the watchdog renews it every `ttl / 3`. The default value is 30000. */
   ttl?: number
   /**
-   * Retries after the first attempt while the lock is held by another owner
-   * (`Infinity` or -1: no limit but `waitTimeout`). The default value is `Infinity`.
+   * Retries after the first attempt while the lock is held by another owner or
+   * its nodes are unreachable (`Infinity` or -1: no limit but `waitTimeout`).
+   * With a count, the wait ends after about retryCount × (retryDelay +
+   * retryJitter). The default value is `Infinity`.
    */
   retryCount?: number
   /**
-   * Longest pause between attempts, in ms: the holder's release notice (Redis
-   * pub/sub) ends it early for the first waiter of a key, and it never outlasts
-   * the holder's remaining TTL. The default value is 100.
+   * Pause between attempts, in ms, plus 0..retryJitter: the holder's release
+   * notice (Redis pub/sub) ends it early for the first waiter of a key, and it
+   * never outlasts the holder's remaining TTL. Without a `retryCount`, a waiter
+   * that hears the key's release notices waits for one (or the lease's end)
+   * instead. The default value is 100.
    */
   retryDelay?: number
   /** Random extra pause of 0..retryJitter ms added to each `retryDelay`. The default value is 100. */
   retryJitter?: number
-  /** Longest total wait for a held lock, in ms. The default value is 10000. */
+  /** Longest total wait for a held lock or through an outage, in ms. The default value is 10000. */
   waitTimeout?: number
   /**
    * Longest time the watchdog keeps a lock alive, in ms; then the lock lapses
@@ -312,7 +356,10 @@ export interface LockClientOptions {
   waitReplicasTimeout?: number
 }
 
-/** A lock failure as the JS layer turns it into a `LockError`. */
+/**
+ * The detail a native failure is constructed with on the JS thread:
+ * `new errorClass(code, message, detail)` (see `setErrorClass`).
+ */
 export interface LockErrorInfo {
   /** The stable code, e.g. `ERR_LOCK_LOST`. */
   code: string
@@ -376,6 +423,9 @@ export interface NodeReport {
   detail: string
 }
 
+/** Nodes that must agree among `nodes` for an operation to succeed: floor(N/2) + 1. */
+export declare function quorumSize(nodes: number): number
+
 /**
  * Permits held in a semaphore, as a quorum of nodes counts them: on one node
  * its count; on several nodes (Redlock) the holders that at least a quorum of
@@ -408,6 +458,13 @@ export interface SentinelOptions {
   /** The master's database number. The default value is 0. */
   db?: number
 }
+
+/**
+ * Registers the class native failures are built as, on this JS thread:
+ * `new errorClass(code, message, detail)`, where `detail` carries `key`,
+ * `attempts`, `remainingMs` and `nodes`.
+ */
+export declare function setErrorClass(errorClass: new (code: string, message: string, detail: LockErrorInfo) => Error): void
 
 /** TLS material for `rediss://` URLs, as PEM text. */
 export interface TlsOptions {

@@ -201,7 +201,7 @@ export interface Lock extends Pick<NativeLock, 'key' | 'keys' | 'token' | 'remai
 export declare class Lock implements AsyncDisposable {
   private constructor()
   /** Where the lock is in its life. */
-  readonly status: 'held' | 'released' | 'lost'
+  readonly status: 'held' | 'released' | 'lost' | 'handed-over'
   /** Aborts when the lock is lost (reason: a `LockError` ERR_LOCK_LOST) or its client is closed (ERR_LOCK_CLOSED). */
   readonly signal: AbortSignal
   /** The error the lock was lost with, or null. */
@@ -213,8 +213,24 @@ export declare class Lock implements AsyncDisposable {
    * finds the key gone or another owner's is a loss: reported like one (signal, onLost, 'lost').
    */
   release(): Promise<boolean>
+  /**
+   * Lets go without releasing, for another client to `adopt(keys, token)`: renewals stop, the keys keep
+   * their lease, and this Lock never deletes them afterwards. Throws ERR_LOCK_LOST when no longer held.
+   */
+  handOver(): LockHandOver
   /** Releases on scope exit: `await using lock = await locks.acquire('k')`. */
   [Symbol.asyncDispose](): Promise<void>
+}
+
+/** What `Lock#handOver()` returns: what the adopting client needs. */
+export interface LockHandOver {
+  key: string
+  keys: string[]
+  /** Pass to `adopt(keys, token)`. */
+  token: string
+  /** Milliseconds of validity left when it was handed over. */
+  remaining: number
+  fence: number | null
 }
 
 /** The routine run under a lock; `signal` aborts if the lock is lost. */
@@ -231,6 +247,13 @@ export declare class LockClient extends EventEmitter implements AsyncDisposable 
   constructor(options?: LockClientOptions)
   /** `host:port` of each node; one `cluster host:port,…` entry for a Redis Cluster, one `sentinel name (host:port,…)` for Sentinel. */
   readonly nodes: string[]
+  /**
+   * Whether plain operations take the fast path (the JS thread's own event loop, once its
+   * connection is ready); false when every operation takes the Rust runtime path:
+   * `LOCKDOG_FAST_PATH=0`, Bun, Deno, Windows, TLS, Cluster, Sentinel, `resp3`. Decided when the
+   * client is created.
+   */
+  readonly fastPath: boolean
   /** True once `close()` was called. */
   readonly closed: boolean
   /** Takes the lock, waiting while another owner holds it (rejects ERR_LOCK_TAKEN / ERR_LOCK_TIMEOUT / ERR_LOCK_ABORTED). */

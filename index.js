@@ -1,9 +1,10 @@
 'use strict'
 
-const { LockClient, Lock } = require('./lib/client')
+const { LockClient } = require('./lib/client')
+const { Lock } = require('./lib/lock')
 const { LockError } = require('./lib/errors')
-const { DistributedLock, withLock } = require('./lib/compat')
-const Redlock = require('./lib/redlock')
+const { DistributedLock, withLock } = require('./lib/adapters/handwritten')
+const Redlock = require('./lib/adapters/redlock')
 const { Semaphore } = require('./lib/semaphore')
 const { ReadWriteLock } = require('./lib/rwlock')
 

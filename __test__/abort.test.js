@@ -2,24 +2,13 @@
 
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const { LockClient, LockError } = require('..')
-const { startRedis, inspector } = require('./helpers')
+const { LockError } = require('..')
+const { serverAndClient } = require('./helpers')
 
-let server
 let redis
 let locks
 
-before(async () => {
-  server = await startRedis()
-  redis = inspector(server)
-  locks = new LockClient({ url: server.url })
-})
-
-after(async () => {
-  await locks.close()
-  redis.disconnect()
-  await server.stop()
-})
+serverAndClient({ client: {} }, (s) => ({ redis, locks } = s))
 
 test('an AbortSignal cancels a waiting acquire: ERR_LOCK_ABORTED named AbortError, holder untouched', async () => {
   const holder = await locks.acquire('ab:a', { ttl: 5000 })

@@ -10,7 +10,7 @@ const assert = require('node:assert/strict')
 const { LockClient } = require('..')
 const Redlock = require('../redlock')
 const { ExecutionError } = Redlock
-const { startRedis, inspector, waitFor, aborted, runWorker } = require('./helpers')
+const { serverAndClient, startRedis, inspector, waitFor, aborted, runWorker } = require('./helpers')
 
 // The watchdog never keeps Node alive; tests that wait for a renewal or a loss do.
 const keepAlive = setInterval(() => {}, 1000)
@@ -19,17 +19,8 @@ describe('one node', () => {
   let server
   let redis
   let locks
-  before(async () => {
-    server = await startRedis()
-    redis = inspector(server)
-    locks = new LockClient({ url: server.url })
-  })
-  after(async () => {
-    clearInterval(keepAlive)
-    await locks.close()
-    redis.disconnect()
-    await server.stop()
-  })
+  serverAndClient({ client: {} }, (s) => ({ server, redis, locks } = s))
+  after(() => clearInterval(keepAlive))
 
   test('a lock left by a process that exited is adopted by its token and renewed by the watchdog', async () => {
     // The previous owner: another process that took the lock and exited without releasing.
@@ -177,9 +168,12 @@ describe('three nodes', () => {
       await redises[1].set('ad:q', 'tok', 'PX', 5000)
       assert.equal(await locks.isLocked('ad:q'), true)
       const lock = await locks.adopt('ad:q', 'tok', { ttl: 2000 })
+      // adopt resolves at quorum; every node has answered once the client settled.
+      await locks.settled()
       assert.ok((await redises[0].pttl('ad:q')) <= 2000)
       assert.equal(await redises[2].exists('ad:q'), 0, 'the third node gets no key')
       assert.equal(await lock.release(), true)
+      await locks.settled()
       assert.deepEqual(await Promise.all(redises.map((r) => r.exists('ad:q'))), [0, 0, 0])
     } finally {
       await locks.close()

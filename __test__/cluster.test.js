@@ -88,6 +88,31 @@ test('locks route by key, with several keys of one slot as one lock', async () =
   }
 })
 
+test('fair locks on a cluster carry fences: taken in turn, and handed over with no notice', async () => {
+  const locks = new LockClient({ cluster: seeds, keyPrefix: 'jsfence:', fencing: true })
+  const other = new LockClient({ cluster: seeds, keyPrefix: 'jsfence:', fencing: true })
+  try {
+    const first = await locks.acquire('f', { fair: true })
+    await first.release()
+    const second = await other.acquire('f', { fair: true })
+    assert.ok(second.fence > first.fence, `${second.fence} after ${first.fence}`)
+    const contended = locks.stats().contended
+    const waiting = locks.acquire('f', { fair: true, waitTimeout: 4000, retryDelay: 50, retryJitter: 10 })
+    await waitFor(() => locks.stats().contended > contended, { what: 'the waiter in line' })
+    // The release hands the key over; with no notices on a cluster the waiter
+    // finds it holding its token at its next attempt, and reads the fence then.
+    await second.release()
+    const handed = await waiting
+    assert.ok(handed.fence > second.fence, `handed over: ${handed.fence} after ${second.fence}`)
+    assert.equal(await redis.get('{jsfence:f}:fence'), String(handed.fence))
+    assert.equal((await other.inspect('f')).fence, handed.fence)
+    await handed.release()
+  } finally {
+    await locks.close()
+    await other.close()
+  }
+})
+
 test('semaphores, read-write locks and fair locks on a cluster: renewed, counted, exclusive', async () => {
   const locks = new LockClient({ cluster: seeds, keyPrefix: 'jsprim:', ttl: 600 })
   const other = new LockClient({ cluster: seeds, keyPrefix: 'jsprim:', ttl: 600 })

@@ -5,20 +5,12 @@
 
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const { startRedis, inspector, runWorker } = require('./helpers')
+const { serverAndClient, runWorker } = require('./helpers')
 
 let server
 let redis
 
-before(async () => {
-  server = await startRedis()
-  redis = inspector(server)
-})
-
-after(async () => {
-  redis.disconnect()
-  await server.stop()
-})
+serverAndClient({}, (s) => ({ server, redis } = s))
 
 async function connectedClients() {
   const info = await redis.info('clients')

@@ -3,23 +3,13 @@
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { LockClient, LockError } = require('..')
-const { startRedis, inspector, waitFor } = require('./helpers')
+const { serverAndClient, waitFor } = require('./helpers')
 
 let server
 let redis
 let locks
 
-before(async () => {
-  server = await startRedis()
-  redis = inspector(server)
-  locks = new LockClient({ url: server.url, ttl: 2000 })
-})
-
-after(async () => {
-  await locks.close()
-  redis.disconnect()
-  await server.stop()
-})
+serverAndClient({ client: { ttl: 2000 } }, (s) => ({ server, redis, locks } = s))
 
 test('acquire stores a fresh UUID token with a TTL; release deletes it', async () => {
   const lock = await locks.acquire('basic:a')
@@ -105,14 +95,15 @@ test('a release wakes the waiters of another client in arrival order, long befor
         assert.equal(await redis.get('basic:handoff'), lock.token)
         await lock.release()
       }))
-      await waitFor(() => other.stats().contended === i + 1, { what: `waiter ${i} to queue up` })
+      // The first waiter finds the key held and queues; the later callers of
+      // the same client queue behind it without an attempt of their own.
+      if (i === 0) await waitFor(() => other.stats().contended === 1, { what: 'waiter 0 to queue up' })
     }
     await waitFor(async () => (await redis.pubsub('NUMSUB', '__lockdog:released:basic:handoff'))[1] === 1, { what: 'the subscription' })
     assert.equal(await first.release(), true)
     await Promise.all(waits)
     assert.deepEqual(order, [0, 1, 2])
     assert.equal(other.stats().woken, 3)
-    assert.equal(other.stats().contended, 3, 'each waiter tried once before and once after its notice')
   } finally {
     await other.close()
   }

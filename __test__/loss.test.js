@@ -7,20 +7,12 @@
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { LockClient, LockError } = require('..')
-const { startRedis, inspector, waitFor, aborted } = require('./helpers')
+const { serverAndClient, waitFor, aborted } = require('./helpers')
 
 let server
 let redis
 
-before(async () => {
-  server = await startRedis()
-  redis = inspector(server)
-})
-
-after(async () => {
-  redis.disconnect()
-  await server.stop()
-})
+serverAndClient({}, (s) => ({ server, redis } = s))
 
 /** A client whose 'lost' events are recorded. */
 function client(options = {}) {

@@ -1,7 +1,7 @@
 'use strict'
 
 // The option names JS accepts are exactly the fields of the Rust option structs
-// (src/binding/options.rs), as the generated binding.d.ts declares them: a new
+// (src/binding/options/), as the generated binding.d.ts declares them: a new
 // Rust option cannot be forgotten in lib/validate.js, nor a JS name outlive its
 // Rust field. The limits and defaults JS uses come from the addon.
 

@@ -6,7 +6,7 @@
 const { test, before, after, describe } = require('node:test')
 const assert = require('node:assert/strict')
 const { LockClient, ReadWriteLock } = require('..')
-const { startRedis, inspector, waitFor, aborted } = require('./helpers')
+const { serverAndClient, startRedis, waitFor, aborted } = require('./helpers')
 
 const keepAlive = setInterval(() => {}, 1000)
 
@@ -14,17 +14,8 @@ describe('one node', () => {
   let server
   let redis
   let locks
-  before(async () => {
-    server = await startRedis()
-    redis = inspector(server)
-    locks = new LockClient({ url: server.url, ttl: 5000 })
-  })
-  after(async () => {
-    clearInterval(keepAlive)
-    await locks.close()
-    redis.disconnect()
-    await server.stop()
-  })
+  serverAndClient({ client: { ttl: 5000 } }, (s) => ({ server, redis, locks } = s))
+  after(() => clearInterval(keepAlive))
 
   test('readers share; a writer is alone', async () => {
     const rw = locks.readWriteLock('rw:a')

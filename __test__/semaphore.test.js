@@ -6,7 +6,7 @@
 const { test, before, after, describe } = require('node:test')
 const assert = require('node:assert/strict')
 const { LockClient, Semaphore } = require('..')
-const { startRedis, inspector, waitFor, aborted } = require('./helpers')
+const { serverAndClient, startRedis, inspector, waitFor, aborted } = require('./helpers')
 
 // The watchdog never keeps Node alive; tests that wait for a renewal or a loss do.
 const keepAlive = setInterval(() => {}, 1000)
@@ -16,20 +16,10 @@ async function members(redis, key) {
 }
 
 describe('one node', () => {
-  let server
   let redis
   let locks
-  before(async () => {
-    server = await startRedis()
-    redis = inspector(server)
-    locks = new LockClient({ url: server.url })
-  })
-  after(async () => {
-    clearInterval(keepAlive)
-    await locks.close()
-    redis.disconnect()
-    await server.stop()
-  })
+  serverAndClient({ client: {} }, (s) => ({ redis, locks } = s))
+  after(() => clearInterval(keepAlive))
 
   test('at most limit holders; a release frees a permit; count and inspect', async () => {
     const sem = locks.semaphore('sem:basic', { limit: 2, ttl: 5000 })
@@ -177,6 +167,8 @@ describe('three nodes (Redlock)', () => {
     clients.push(c)
     return c
   }
+  // Operations resolve at quorum; a minority node has answered once its client settled.
+  const settled = () => Promise.all(clients.map((c) => c.settled()))
   before(async () => {
     servers = await Promise.all([startRedis(), startRedis(), startRedis()])
     redises = servers.map(inspector)
@@ -212,6 +204,7 @@ describe('three nodes (Redlock)', () => {
     await one.release()
     await again.release()
     assert.equal(await semA.count(), 0)
+    await settled()
     for (const r of redises) assert.equal(await r.zcard('sem:rl3'), 0)
   })
 
@@ -224,6 +217,7 @@ describe('three nodes (Redlock)', () => {
       return 'result'
     }, { permits: 2 })
     assert.equal(got, 'result')
+    await settled()
     for (const r of redises) assert.equal(await r.zcard('sem:rl-with'), 0)
     await assert.rejects(sem.withPermit(async () => {
       throw new Error('inside')
@@ -237,6 +231,7 @@ describe('three nodes (Redlock)', () => {
     const sem = client().semaphore('sem:rl-many', { limit: 3, ttl: 5000 })
     const two = await sem.acquire({ permits: 2 })
     assert.equal(await sem.tryAcquire({ permits: 2 }), null)
+    await settled()
     for (const r of redises) assert.deepEqual(await members(r, 'sem:rl-many'), [two.token])
     const one = await sem.tryAcquire()
     assert.ok(one, 'the third permit is free')
@@ -293,6 +288,7 @@ describe('three nodes (Redlock)', () => {
     const until = Date.now() + 1500
     await waitFor(() => Date.now() >= until, { timeout: 4000, what: 'several leases' })
     assert.equal(lock.held, true)
+    await settled()
     for (const r of redises) {
       const score = Number(await r.zscore('sem:rl-renew', lock.token))
       assert.ok(score > (await serverMs(r)), 'the lease was moved forward on every node')
@@ -328,6 +324,7 @@ describe('three nodes (Redlock)', () => {
     const c = client()
     const lock = await c.acquire('sem:rl-plain')
     await assert.rejects(c.semaphore('sem:rl-plain', { limit: 2 }).acquire({ waitTimeout: 200 }), (e) => /^ERR_LOCK_/.test(e.code))
+    await settled()
     for (const r of redises) assert.equal(await r.get('sem:rl-plain'), lock.token)
     await lock.release()
   })

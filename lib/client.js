@@ -1,255 +1,21 @@
 'use strict'
 
+// LockClient: one native client (connections, watchdog, acquire loop) and the
+// JS side of its locks: loss events routed to their Lock, withLock, close().
+
 const { EventEmitter } = require('node:events')
-const diagnostics = require('node:diagnostics_channel')
-const { NativeClient, CancelHandle, MAX_MS } = require('../binding.js')
-const { LockError, fromNative, invalidType, invalidValue, outOfRange } = require('./errors')
-const { keyList, assertFunction, pick, tlsOption, sentinelOption, ACQUIRE_JS, ACQUIRE_LOCK, ADOPT, CLIENT_JS } = require('./validate')
+const { NativeClient, CancelHandle, MAX_MS, quorumSize } = require('../binding.js')
+const { LockError, withStack, invalidType, invalidValue, outOfRange } = require('./errors')
+const { keyList, assertFunction, pick, tlsOption, sentinelOption, ACQUIRE_LOCK, ADOPT, CLIENT_JS } = require('./validate')
+const { Lock, runHolding } = require('./lock')
+const { Semaphore } = require('./semaphore')
+const { ReadWriteLock } = require('./rwlock')
+const {
+  kReport, kForget, kClosed, kLost, kAcquireWith, kWithLock, kNative, kFair,
+  channels, rethrowLater, takenAsNull, closedError, closedWhileHeld, abortedError, linkSignal, LiveLocks, settledWithin,
+} = require('./internal')
 
 const CLOSE = { graceful: 'number' }
-
-const kLock = Symbol('lockdog.lock')
-
-/** `diagnostics_channel` publications, for tracing tools. */
-const channels = {
-  acquire: diagnostics.channel('lockdog:acquire'),
-  release: diagnostics.channel('lockdog:release'),
-  renew: diagnostics.channel('lockdog:renew'),
-  lost: diagnostics.channel('lockdog:lost'),
-}
-
-function rethrowLater(err) {
-  process.nextTick(() => {
-    throw err
-  })
-}
-
-function nativeLoss(native) {
-  const info = native.loss
-  return info ? new LockError(info.code, info.message, info) : null
-}
-
-const kReport = Symbol('lockdog.reportLoss')
-const kForget = Symbol('lockdog.forget')
-const kEnd = Symbol('lockdog.end')
-const kAcquireWith = Symbol('lockdog.acquireWith')
-const kWithLock = Symbol('lockdog.withLock')
-const kNative = Symbol('lockdog.native')
-const kFair = Symbol('lockdog.fair')
-
-/** A held lock. Created by `LockClient#acquire`; renewed natively until released. */
-class Lock {
-  #native
-  #controller = null
-  #onLost
-  #loss = null
-  /** The client: a lock that can still be reached keeps its client (and so its loss events) alive. */
-  #client
-  #delivered = false
-  #releaseCalled = false
-  /** The ERR_LOCK_CLOSED error when `close()` ended the lock while it was held. */
-  #closedBy = null
-
-  constructor(native, onLost, client) {
-    this.#native = native
-    this.#onLost = onLost
-    this.#client = client
-  }
-
-  /** The lock's first key (without the client's keyPrefix). */
-  get key() {
-    return this.#native.key
-  }
-  /** Every key this lock holds. */
-  get keys() {
-    return this.#native.keys
-  }
-  /** The random value stored under the key. */
-  get token() {
-    return this.#native.token
-  }
-  /** Milliseconds of validity left, by the local monotonic clock (synchronous). */
-  get remaining() {
-    return this.#native.remaining
-  }
-  /** True while held and within validity. */
-  get held() {
-    return this.#native.held
-  }
-  /** 'held', 'released' or 'lost' (also when a release found the key gone or another owner's). */
-  get status() {
-    if (this.#loss) return 'lost'
-    const s = this.#native.status
-    return s === 'held' && !this.#native.held ? 'lost' : s
-  }
-  /** The lease length renewals restore, in ms. */
-  get ttl() {
-    return this.#native.ttl
-  }
-  /** Attempts the acquisition took. */
-  get attempts() {
-    return this.#native.attempts
-  }
-  /**
-   * Each node's answer to the lock's last acquisition, extension or release
-   * (`{ node, answer, detail }`); `pending` for a node that had not answered
-   * when it resolved, final once `client.settled()` resolved.
-   */
-  get nodes() {
-    return this.#native.nodes
-  }
-  /** The fencing token (client option `fencing`), or null. */
-  get fence() {
-    return this.#native.fence
-  }
-  /** Replicas that acknowledged the last acquisition or extension (option `waitReplicas`), or null. */
-  get replicas() {
-    return this.#native.replicas ?? null
-  }
-  /** The `LockError` (ERR_LOCK_LOST) the lock was lost with, or null. */
-  get lossError() {
-    if (this.#loss) return this.#loss
-    if (this.#native.status === 'lost') this.#loss = nativeLoss(this.#native)
-    else if (this.#native.status === 'held' && !this.#native.held) return this.#expired()
-    return this.#loss
-  }
-
-  #expired() {
-    return new LockError('ERR_LOCK_LOST', `lock "${this.key}" was lost: its validity ran out`, { key: this.key })
-  }
-
-  /** Aborts with a `LockError` (code ERR_LOCK_LOST, or ERR_LOCK_CLOSED) when the lock is lost or its client closed. */
-  get signal() {
-    if (!this.#controller) {
-      this.#controller = new AbortController()
-      // Whoever holds the signal keeps the lock reachable, so it is not
-      // collected (and its renewal stopped) while work still listens to it.
-      this.#controller.signal[kLock] = this
-      const ended = this.#closedBy || (this.#native.status === 'lost' ? this.lossError : null) || this.#loss
-      if (ended) this.#controller.abort(ended)
-    }
-    return this.#controller.signal
-  }
-
-  /** Extends the lease to `ttl` ms from now (same token). */
-  extend(ttl = this.ttl) {
-    if (typeof ttl !== 'number') throw invalidType('ttl', 'of type number', ttl)
-    let p
-    try {
-      p = this.#native.extend(ttl)
-    } catch (e) {
-      const err = fromNative(e)
-      if (err instanceof LockError) return Promise.reject(err)
-      throw err
-    }
-    return p.catch((e) => {
-      throw fromNative(e)
-    })
-  }
-
-  /**
-   * Releases the lock (the watchdog stops first). Resolves true if it was ours
-   * and is gone now, false if it was not: already released, or lost. A release
-   * that finds the key gone or held by another owner is a loss: it is reported
-   * like one found by a renewal (the signal aborts, `onLost` runs, the client
-   * emits 'lost') and `withLock` rejects with ERR_LOCK_LOST.
-   */
-  release() {
-    this.#deliverLoss()
-    // Only the first release of a lock still held can discover a loss.
-    const expired = this.#native.status === 'held' && !this.#native.held ? this.#expired() : null
-    const discovers = !this.#releaseCalled && !this.#closedBy && this.#native.status === 'held'
-    this.#releaseCalled = true
-    // Released: no loss event needs to find this lock any more.
-    this.#client[kForget](this.#native.id)
-    const released = this.#native.release().then(
-      (ok) => {
-        if (!ok) {
-          // Lost natively just before the release? Its event may still be queued.
-          this.#deliverLoss()
-          if (discovers && !this.#delivered) {
-            const err = expired || new LockError('ERR_LOCK_LOST', `lock "${this.key}" was lost: on release its key was gone or held by another owner`, { key: this.key })
-            this.#client[kReport](err, this)
-          }
-        }
-        return ok
-      },
-      (e) => {
-        throw fromNative(e)
-      },
-    )
-    if (!channels.release.hasSubscribers) return released
-    return released.then((ok) => {
-      channels.release.publish({ key: this.key, keys: this.keys, token: this.token, released: ok })
-      return ok
-    })
-  }
-
-  /** Tells the signal and onLost of a loss the native side knows of, once. */
-  #deliverLoss() {
-    if (!this.#delivered && this.#native.status === 'lost') this._lost(this.lossError)
-  }
-
-  async [Symbol.asyncDispose]() {
-    await this.release()
-  }
-
-  /** @internal the error that ended the lock before its holder released it (loss or close), or null. */
-  [kEnd]() {
-    return this.#closedBy || this.#loss
-  }
-
-  /** @internal called by the client when `close()` ends this lock while it is held. */
-  _closed(err) {
-    if (this.#delivered || this.#releaseCalled || this.#native.status !== 'held') return
-    this.#closedBy = err
-    this.#end(err)
-  }
-
-  /** @internal called by the client when a loss of this lock is reported. */
-  _lost(err) {
-    if (this.#delivered) return
-    this.#loss = err
-    this.#end(err)
-  }
-
-  #end(err) {
-    this.#delivered = true
-    if (this.#controller && !this.#controller.signal.aborted) this.#controller.abort(err)
-    if (this.#onLost) {
-      try {
-        this.#onLost(err, this)
-      } catch (e) {
-        rethrowLater(e)
-      }
-    }
-  }
-}
-
-/** One 'abort' listener per AbortSignal, however many acquires share it. */
-const signalLinks = new WeakMap()
-
-function linkSignal(signal, cancel) {
-  let link = signalLinks.get(signal)
-  if (!link) {
-    const handles = new Set()
-    const onAbort = () => {
-      signalLinks.delete(signal)
-      for (const h of handles) h.cancel()
-    }
-    link = { handles, onAbort }
-    signalLinks.set(signal, link)
-    signal.addEventListener('abort', onAbort, { once: true })
-  }
-  link.handles.add(cancel)
-  return () => {
-    link.handles.delete(cancel)
-    if (link.handles.size === 0 && signalLinks.get(signal) === link) {
-      signalLinks.delete(signal)
-      signal.removeEventListener('abort', link.onAbort)
-    }
-  }
-}
 
 /**
  * A Redis lock client: one shared connection per node, a native watchdog for
@@ -258,21 +24,14 @@ function linkSignal(signal, cancel) {
  */
 class LockClient extends EventEmitter {
   #native
-  /** Lock id → WeakRef(Lock), so a native loss event finds its lock. */
-  #live = new Map()
-  /** Size at which #live is next swept of collected locks (cheaper per lock than a FinalizationRegistry). */
-  #sweepAt = 1024
+  /** The locks held, so a native loss event finds its Lock. */
+  #live = new LiveLocks()
   /** Running withLock calls, for close({ graceful }). */
   #running = new Set()
   /** The promise of the first close() call; set as soon as it is called. */
   #closing = null
   /** Locks are taken fairly unless an acquisition says otherwise (client option `fair`). */
   #fair = false
-
-  #sweep() {
-    for (const [id, ref] of this.#live) if (ref.deref() === undefined) this.#live.delete(id)
-    this.#sweepAt = Math.max(1024, 2 * this.#live.size)
-  }
 
   /**
    * The native event callback. It holds the client only weakly: the callback
@@ -296,7 +55,7 @@ class LockClient extends EventEmitter {
     try {
       this.#native = new NativeClient(opts, LockClient.#sink(new WeakRef(this)))
     } catch (e) {
-      throw fromNative(e)
+      throw withStack(e)
     }
   }
 
@@ -310,18 +69,15 @@ class LockClient extends EventEmitter {
     }
   }
 
-  #onEvent(kind, id, detail) {
+  /** A native event; 'lost' and 'error' carry the LockError the native side built. */
+  #onEvent(kind, id, err) {
     try {
       if (kind === 'lost') {
-        const err = new LockError(detail.code, detail.message, detail)
-        const ref = this.#live.get(id)
-        this.#live.delete(id)
-        this.#reportLoss(err, ref && ref.deref())
+        this.#reportLoss(err, this.#live.take(id))
       } else if (kind === 'renewed') {
         if (channels.renew.hasSubscribers) channels.renew.publish({ client: this, count: id })
       } else if (kind === 'error' && this.listenerCount('error') > 0) {
-        const code = detail.answer === 'error' ? 'ERR_LOCK_REDIS' : 'ERR_LOCK_CONNECTION'
-        this.emit('error', new LockError(code, `Redis at ${detail.node}: ${detail.detail}`, { nodes: [detail] }))
+        this.emit('error', err)
       }
     } catch (e) {
       rethrowLater(e)
@@ -330,7 +86,7 @@ class LockClient extends EventEmitter {
 
   /** Every loss, whoever found it (a renewal, or a release): signal, onLost, 'lost'. */
   #reportLoss(err, lock) {
-    if (lock) lock._lost(err)
+    if (lock) lock[kLost](err)
     if (channels.lost.hasSubscribers) channels.lost.publish({ key: err.key, error: err, lock })
     if (this.listenerCount('lost') > 0) this.emit('lost', err, lock)
   }
@@ -354,6 +110,15 @@ class LockClient extends EventEmitter {
     return this.#native.nodes
   }
 
+  /**
+   * Whether plain operations take the fast path (the JS thread's own event loop); false when every
+   * operation takes the Rust runtime path (LOCKDOG_FAST_PATH=0, Bun, Deno, Windows, TLS, Cluster,
+   * Sentinel, resp3). Decided when the client is created.
+   */
+  get fastPath() {
+    return this.#native.fastPath
+  }
+
   /** True once `close()` was called. */
   get closed() {
     return this.#closing !== null || this.#native.closed
@@ -374,7 +139,7 @@ class LockClient extends EventEmitter {
     return this.#native.inspect(key).then(
       (i) => ({ held: i.held, remainingMs: i.remainingMs ?? null, holder: i.holder ?? null, fence: i.fence ?? null }),
       (e) => {
-        throw fromNative(e)
+        throw withStack(e)
       },
     )
   }
@@ -387,7 +152,7 @@ class LockClient extends EventEmitter {
     if (typeof key !== 'string') throw invalidType('key', 'of type string', key)
     keyList(key)
     return this.#native.forceRelease(key).catch((e) => {
-      throw fromNative(e)
+      throw withStack(e)
     })
   }
 
@@ -397,38 +162,34 @@ class LockClient extends EventEmitter {
    * `waitTimeout` and `signal` allow. The lock is renewed natively until released.
    */
   acquire(key, options) {
+    return this.#lock(key, options, false)
+  }
+
+  /** One attempt: resolves the Lock, or null when another owner holds it. */
+  tryAcquire(key, options) {
+    return takenAsNull(this.#lock(key, options, true))
+  }
+
+  #lock(key, options, once) {
     const keys = keyList(key)
     const opts = pick(options, ACQUIRE_LOCK)
     const { signal, onLost } = opts
     delete opts.signal
     delete opts.onLost
-    return this.#acquire(keys, opts, signal, onLost, this.#fairStart(keys, opts))
+    if (once) opts.retryCount = 0
+    return this.#acquire(keys, opts, this.#fairKind(keys, opts), signal, onLost)
   }
 
   /**
    * With `fair` (this acquisition's, else the client's): waiters in every
    * process are served in arrival order through a line kept in Redis.
    */
-  #fairStart(keys, opts) {
+  #fairKind(keys, opts) {
     const fair = opts.fair ?? this.#fair
     delete opts.fair
     if (!fair) return undefined
     if (keys.length !== 1) throw invalidValue('options.fair', 'needs a single key')
-    return (native, cancel) => native.acquireFair(keys[0], opts, cancel)
-  }
-
-  /** One attempt: resolves the Lock, or null when another owner holds it. */
-  tryAcquire(key, options) {
-    const keys = keyList(key)
-    const opts = pick(options, ACQUIRE_LOCK)
-    const { signal, onLost } = opts
-    delete opts.signal
-    delete opts.onLost
-    opts.retryCount = 0
-    return this.#acquire(keys, opts, signal, onLost, this.#fairStart(keys, opts)).catch((e) => {
-      if (e && e.code === 'ERR_LOCK_TAKEN') return null
-      throw e
-    })
+    return { fair: true }
   }
 
   /**
@@ -449,23 +210,14 @@ class LockClient extends EventEmitter {
       if (this.#closing) throw closedError(keys)
       pending = this.#native.adopt(keys, token, opts)
     } catch (e) {
-      const err = fromNative(e)
+      const err = withStack(e)
       if (err instanceof LockError && err.code === 'ERR_LOCK_CLOSED') return Promise.reject(err)
       throw err
     }
     return pending.then(
-      (native) => {
-        const lock = new Lock(native, onLost, this)
-        if (this.#closing) {
-          return lock.release().then(() => Promise.reject(closedError(keys)), () => Promise.reject(closedError(keys)))
-        }
-        this.#live.set(native.id, new WeakRef(lock))
-        if (this.#live.size >= this.#sweepAt) this.#sweep()
-        this.#traceRenewals()
-        return lock
-      },
+      (native) => this.#hold(native, onLost, keys, false),
       (e) => {
-        throw fromNative(e)
+        throw withStack(e)
       },
     )
   }
@@ -483,12 +235,12 @@ class LockClient extends EventEmitter {
     try {
       pending = this.#native.releaseToken(keys, token)
     } catch (e) {
-      throw fromNative(e)
+      throw withStack(e)
     }
     return pending.then(
-      (nodes) => ({ released: nodes.filter((n) => n.answer === 'ok').length >= Math.floor(nodes.length / 2) + 1, nodes }),
+      (nodes) => ({ released: nodes.filter((n) => n.answer === 'ok').length >= quorumSize(nodes.length), nodes }),
       (e) => {
-        throw fromNative(e)
+        throw withStack(e)
       },
     )
   }
@@ -498,14 +250,14 @@ class LockClient extends EventEmitter {
     return this.inspect(key).then((i) => i.held)
   }
 
-  /** @internal takes a lock through another native acquisition (a semaphore's permits). */
-  [kAcquireWith](keys, signal, onLost, start) {
-    return this.#acquire(keys, null, signal, onLost, start)
+  /** @internal takes another kind of lock (a semaphore's permits, a read-write lock's side): `kind` as the native acquire takes it. */
+  [kAcquireWith](keys, opts, kind, signal, onLost) {
+    return this.#acquire(keys, opts, kind, signal, onLost)
   }
 
   /** @internal withLock around any acquisition (a semaphore's withPermit). */
   [kWithLock](acquiring, fn) {
-    const running = this.#withLock(acquiring, fn)
+    const running = runHolding(acquiring, fn)
     this.#running.add(running)
     const done = () => this.#running.delete(running)
     running.then(done, done)
@@ -528,7 +280,6 @@ class LockClient extends EventEmitter {
    * native watchdog. `options` are `limit` and the defaults of its acquisitions.
    */
   semaphore(key, options) {
-    const { Semaphore } = require('./semaphore')
     return new Semaphore(this, key, options)
   }
 
@@ -537,13 +288,12 @@ class LockClient extends EventEmitter {
    * every process, writer preference. `options` are defaults for its acquisitions.
    */
   readWriteLock(key, options) {
-    const { ReadWriteLock } = require('./rwlock')
     return new ReadWriteLock(this, key, options)
   }
 
-  #acquire(keys, opts, signal, onLost, start) {
+  #acquire(keys, opts, kind, signal, onLost) {
     if (signal && signal.aborted) {
-      return Promise.reject(aborted(keys, signal))
+      return Promise.reject(abortedError(keys, signal))
     }
     let cancel = null
     let unlink = null
@@ -554,10 +304,10 @@ class LockClient extends EventEmitter {
     let pending
     try {
       if (this.#closing) throw closedError(keys)
-      pending = start ? start(this.#native, cancel) : this.#native.acquire(keys, opts, cancel)
+      pending = this.#native.acquire(keys, opts, cancel, kind)
     } catch (e) {
       if (unlink) unlink()
-      const err = fromNative(e)
+      const err = withStack(e)
       // Bad arguments throw synchronously; a state such as "closed" rejects.
       if (err instanceof LockError) return Promise.reject(err)
       throw err
@@ -565,27 +315,30 @@ class LockClient extends EventEmitter {
     return pending.then(
       (native) => {
         if (unlink) unlink()
-        const id = native.id
-        const lock = new Lock(native, onLost, this)
-        if (this.#closing) {
-          // close() began while this acquisition was in flight: nobody may work under it.
-          return lock.release().then(() => Promise.reject(closedError(keys)), () => Promise.reject(closedError(keys)))
-        }
-        this.#live.set(id, new WeakRef(lock))
-        if (this.#live.size >= this.#sweepAt) this.#sweep()
-        if (channels.acquire.hasSubscribers) {
-          channels.acquire.publish({ key: lock.key, keys: lock.keys, token: lock.token, attempts: lock.attempts, fence: lock.fence })
-        }
-        this.#traceRenewals()
-        return lock
+        return this.#hold(native, onLost, keys, true)
       },
       (e) => {
         if (unlink) unlink()
-        const err = fromNative(e)
+        const err = withStack(e)
         if (err.code === 'ERR_LOCK_ABORTED' && signal) err.cause = signal.reason
         throw err
       },
     )
+  }
+
+  /** The Lock of a native lock just taken (`acquired`) or adopted, watched for loss events. */
+  #hold(native, onLost, keys, acquired) {
+    const lock = new Lock(native, onLost, this)
+    if (this.#closing) {
+      // close() began while this acquisition was in flight: nobody may work under it.
+      return lock.release().then(() => Promise.reject(closedError(keys)), () => Promise.reject(closedError(keys)))
+    }
+    this.#live.add(native.id, lock)
+    if (acquired && channels.acquire.hasSubscribers) {
+      channels.acquire.publish({ key: lock.key, keys: lock.keys, token: lock.token, attempts: lock.attempts, fence: lock.fence })
+    }
+    this.#traceRenewals()
+    return lock
   }
 
   /**
@@ -597,41 +350,7 @@ class LockClient extends EventEmitter {
    */
   withLock(key, fn, options) {
     assertFunction(fn, 'fn')
-    const running = this.#withLock(this.acquire(key, options), fn)
-    this.#running.add(running)
-    const done = () => this.#running.delete(running)
-    running.then(done, done)
-    return running
-  }
-
-  async #withLock(acquiring, fn) {
-    const lock = await acquiring
-    let result
-    let error
-    let failed = false
-    try {
-      result = await fn(lock.signal, lock)
-    } catch (e) {
-      failed = true
-      error = e
-    }
-    const before = lock.status === 'lost' ? lock.lossError : null
-    let releaseError = null
-    try {
-      await lock.release()
-    } catch (e) {
-      releaseError = e
-    }
-    const ended = before || lock[kEnd]()
-    if (ended) {
-      throw new LockError(ended.code, ended.message, { ...ended, cause: failed ? error : result })
-    }
-    if (failed) throw error
-    if (releaseError) {
-      releaseError.result = result
-      throw releaseError
-    }
-    return result
+    return this[kWithLock](this.acquire(key, options), fn)
   }
 
   /**
@@ -661,19 +380,9 @@ class LockClient extends EventEmitter {
   }
 
   async #close(graceful) {
-    if (graceful > 0 && this.#running.size > 0) {
-      let timer
-      await Promise.race([
-        Promise.allSettled([...this.#running]),
-        new Promise((resolve) => { timer = setTimeout(resolve, graceful) }),
-      ])
-      clearTimeout(timer)
-    }
-    for (const ref of this.#live.values()) {
-      const lock = ref.deref()
-      if (lock && lock.status === 'held') {
-        lock._closed(new LockError('ERR_LOCK_CLOSED', `lock "${lock.key}" was ended: its client was closed while it was held`, { key: lock.key }))
-      }
+    if (graceful > 0 && this.#running.size > 0) await settledWithin([...this.#running], graceful)
+    for (const lock of this.#live) {
+      if (lock.status === 'held') lock[kClosed](closedWhileHeld(lock.key))
     }
     await this.#native.close()
   }
@@ -683,15 +392,4 @@ class LockClient extends EventEmitter {
   }
 }
 
-function closedError(keys) {
-  return new LockError('ERR_LOCK_CLOSED', 'the lock client is closed', { key: keys.join(', ') })
-}
-
-function aborted(keys, signal) {
-  return new LockError('ERR_LOCK_ABORTED', `acquiring lock "${keys.join(', ')}" was aborted`, {
-    key: keys.join(', '),
-    cause: signal.reason,
-  })
-}
-
-module.exports = { LockClient, Lock, kAcquireWith, kWithLock, kNative, kFair }
+module.exports = { LockClient }

@@ -1,6 +1,6 @@
 'use strict'
 
-const MARKER = 'lockdog:'
+const binding = require('../binding.js')
 
 /**
  * Every lock failure: an Error with a stable `code`.
@@ -16,6 +16,10 @@ class LockError extends Error {
     this.attempts = detail.attempts ?? 0
     if (detail.remainingMs != null) this.remainingMs = detail.remainingMs
     this.nodes = detail.nodes ?? []
+    // Built by the native layer, an error has no JS frames; Bun then gives it no stack at all.
+    if (typeof this.stack !== 'string') {
+      Object.defineProperty(this, 'stack', { value: `${this.name}: ${message}`, writable: true, configurable: true })
+    }
   }
 }
 
@@ -46,18 +50,20 @@ const invalidValue = (name, reason) =>
 const outOfRange = (name, range, value) =>
   argError(RangeError, 'ERR_OUT_OF_RANGE', `The value of "${name}" is out of range. It must be ${range}. Received ${value}`)
 
-/** Turns an error thrown by the native layer into a typed error. */
-function fromNative(err) {
-  if (!err || typeof err.message !== 'string' || !err.message.startsWith(MARKER)) return err
-  let p
-  try {
-    p = JSON.parse(err.message.slice(MARKER.length))
-  } catch {
-    return err
+// The native layer builds its failures as this class (RangeError / TypeError
+// for an argument's value), on each JS thread that loads this module.
+binding.setErrorClass(LockError)
+
+/**
+ * An error from the native layer is typed there but carries no JS frames: it
+ * gets the stack of the lib/ call that awaited it, which V8 and JSC extend
+ * with the caller's async frames, so a failure points at the code that asked.
+ */
+function withStack(err) {
+  if (err instanceof Error && !/\n\s+at /.test(String(err.stack)) && Error.captureStackTrace) {
+    Error.captureStackTrace(err, withStack)
   }
-  if (p.code === 'ERR_OUT_OF_RANGE') return argError(RangeError, p.code, p.message)
-  if (p.code === 'ERR_INVALID_ARG_VALUE') return argError(TypeError, p.code, p.message)
-  return new LockError(p.code, p.message, p)
+  return err
 }
 
-module.exports = { LockError, fromNative, invalidType, invalidValue, outOfRange }
+module.exports = { LockError, withStack, invalidType, invalidValue, outOfRange }

@@ -4,7 +4,7 @@
 // writer, with writer preference (or, with `fair`, in arrival order). Each reader and the writer is a Lock taken
 // through the same acquire loop, quorum, watchdog and loss reporting as locks.
 
-const { kAcquireWith, kWithLock, kFair } = require('./client')
+const { kAcquireWith, kWithLock, kFair, takenAsNull } = require('./internal')
 const { invalidType } = require('./errors')
 const { keyList, assertFunction, pick, ACQUIRE, ACQUIRE_JS } = require('./validate')
 
@@ -47,15 +47,11 @@ class ReadWriteLock {
     delete opts.fair
     if (once) opts.retryCount = 0
     const native = Object.assign(Object.create(null), opts)
-    return this.#client[kAcquireWith]([this.#key], signal, onLost, (client, cancel) =>
-      fair ? client.acquireFairRw(this.#key, write, native, cancel) : client.acquireRw(this.#key, write, native, cancel))
+    return this.#client[kAcquireWith]([this.#key], native, { write, fair }, signal, onLost)
   }
 
   #try(write, options) {
-    return this.#start(write, options, true).catch((e) => {
-      if (e && e.code === 'ERR_LOCK_TAKEN') return null
-      throw e
-    })
+    return takenAsNull(this.#start(write, options, true))
   }
 
   /** Takes a read lock (beside other readers, never beside a writer), waiting as the options allow. */

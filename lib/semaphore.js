@@ -3,8 +3,8 @@
 // Counting semaphores on lockdog's native core: the same acquire loop, quorum,
 // watchdog and loss reporting as locks; each holder is a Lock.
 
-const { kAcquireWith, kWithLock, kNative, kFair } = require('./client')
-const { fromNative, invalidType, invalidValue, outOfRange } = require('./errors')
+const { kAcquireWith, kWithLock, kNative, kFair, takenAsNull } = require('./internal')
+const { withStack, invalidType, invalidValue, outOfRange } = require('./errors')
 const { keyList, assertFunction, pick, ACQUIRE, ACQUIRE_JS } = require('./validate')
 
 /** The largest limit (every acquisition counts the holders). */
@@ -64,10 +64,7 @@ class Semaphore {
     delete opts.fair
     if (once) opts.retryCount = 0
     const native = Object.assign(Object.create(null), opts)
-    return this.#client[kAcquireWith]([this.#key], signal, onLost, (client, cancel) =>
-      fair
-        ? client.acquireFairPermits(this.#key, this.#limit, permits, native, cancel)
-        : client.acquirePermits(this.#key, this.#limit, permits, native, cancel))
+    return this.#client[kAcquireWith]([this.#key], native, { limit: this.#limit, permits, fair }, signal, onLost)
   }
 
   /**
@@ -81,10 +78,7 @@ class Semaphore {
 
   /** One attempt: the holder's Lock, or null when too few permits are free. */
   tryAcquire(options) {
-    return this.#start(options, true).catch((e) => {
-      if (e && e.code === 'ERR_LOCK_TAKEN') return null
-      throw e
-    })
+    return takenAsNull(this.#start(options, true))
   }
 
   /**
@@ -110,7 +104,7 @@ class Semaphore {
     return this.#client[kNative].countPermits(this.#key).then(
       (c) => ({ permits: c.permits, holders: c.holders, limit: this.#limit }),
       (e) => {
-        throw fromNative(e)
+        throw withStack(e)
       },
     )
   }

@@ -223,4 +223,19 @@ async function startRedis(extraArgs = [], options = {}) {
   throw lastErr
 }
 
-module.exports = { startRedis, redisServerAvailable, waitFor, freePort, RedisServer, BIN }
+let tls = null
+
+/**
+ * Whether the server binary was built with TLS (Valkey's embedded build is not): asked with
+ * TLS options it cannot satisfy, so it exits at once either way without listening anywhere.
+ */
+function serverSupportsTls() {
+  if (tls === null) {
+    const r = spawnSync(BIN, ['--port', '0', '--tls-port', '1', '--tls-cert-file', '/nonexistent', '--tls-key-file', '/nonexistent',
+      '--save', '', '--appendonly', 'no', '--daemonize', 'no'], { encoding: 'utf8', timeout: 10000 })
+    tls = /Failed to configure TLS|tls-ca-cert/.test(`${r.stdout}${r.stderr}`)
+  }
+  return tls
+}
+
+module.exports = { startRedis, redisServerAvailable, serverSupportsTls, waitFor, freePort, RedisServer, BIN }

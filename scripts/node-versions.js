@@ -1,7 +1,7 @@
 'use strict'
 
 // The Node.js versions lockdog is tested on, and where their binaries live.
-// `npm test` runs the suite once per version it finds; `.ci/run` installs them with
+// `npm run test:matrix` runs the suite once per version; `npm test` on one of them. They install with
 // `node scripts/node-versions.js install` (the npm packages node-<os>-<arch>@<major>,
 // unpacked under .cache/node-<major>/, which `npm ci` leaves alone).
 // `node scripts/node-versions.js bin 24` prints the folder holding that Node binary.
@@ -43,10 +43,11 @@ function find() {
   return { found, missing, current }
 }
 
-function install() {
+/** Fetches the tested majors not yet installed (or only those of `majors`); returns how many failed. */
+function install(majors = TESTED) {
   const { missing } = find()
   let failed = 0
-  for (const { major } of missing) {
+  for (const { major } of missing.filter((m) => majors.includes(m.major))) {
     const { dir, bin } = cached(major)
     fs.mkdirSync(dir, { recursive: true })
     fs.writeFileSync(path.join(dir, 'package.json'), '{ "private": true }\n')
@@ -58,7 +59,7 @@ function install() {
       console.log(`Node ${version}: ${bin}`)
     } else {
       failed++
-      console.log(`Node ${major}: ${pkgName}@${major} did not install; npm test will say it skipped it`)
+      console.log(`Node ${major}: ${pkgName}@${major} did not install`)
     }
   }
   return failed
@@ -70,7 +71,9 @@ function binOf(major) {
   return fs.existsSync(bin) ? bin : null
 }
 
-module.exports = { TESTED, find, install, binOf }
+const current = Number(process.versions.node.split('.')[0])
+
+module.exports = { TESTED, current, pkgName, find, install, binOf }
 
 if (require.main === module) {
   const [command, major] = process.argv.slice(2)

@@ -7,7 +7,7 @@ use lockdog::core::lock::Status;
 use lockdog::core::{AcquireOptions, Client, ClientConfig, ErrorCode};
 use tokio_util::sync::CancellationToken;
 
-use support::{config, eventually, ms, opts, RedisServer};
+use support::{config, eventually, ms, opts, unrenewed, waiting, RedisServer};
 
 fn client(cfg: ClientConfig) -> Client {
     Client::new(cfg, None).expect("valid client config")
@@ -26,8 +26,7 @@ async fn an_adopted_lock_is_renewed_by_its_new_owner_and_a_foreign_token_is_refu
     let k = format!("{}job", cfg.key_prefix);
     let first = client(cfg.clone());
     let second = client(cfg);
-    let mut o = opts(800);
-    o.auto_renew = Some(false);
+    let o = unrenewed(800);
     let lock = first
         .acquire(vec!["job".into()], &o, CancellationToken::new())
         .await
@@ -320,10 +319,7 @@ async fn concurrent_holders_on_three_nodes_never_exceed_the_limit() {
             let until = std::time::Instant::now() + ms(1_500);
             while std::time::Instant::now() < until {
                 let permits = 1 + (i as u32 + taken.load(Ordering::Relaxed)) % 2;
-                let mut o = opts(2_000);
-                o.wait_timeout = Some(ms(5_000));
-                o.retry_delay = Some(ms(10));
-                o.retry_jitter = Some(ms(10));
+                let o = waiting(2_000, 5_000, 10, 10);
                 let request = locks
                     .prepare_permits("pool".into(), 3, permits, &o)
                     .expect("valid request");

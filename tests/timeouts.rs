@@ -43,8 +43,10 @@ async fn a_silent_node_fails_acquire_within_the_connect_timeout() {
     cfg.command_timeout = ms(1_000);
     let locks = Client::new(cfg, None).expect("valid config");
     let began = Instant::now();
+    let mut once = opts(5_000);
+    once.retry_count = Some(Some(0));
     let err = locks
-        .acquire(vec!["res".into()], &opts(5_000), CancellationToken::new())
+        .acquire(vec!["res".into()], &once, CancellationToken::new())
         .await
         .err()
         .expect("no answer, no lock");
@@ -54,6 +56,22 @@ async fn a_silent_node_fails_acquire_within_the_connect_timeout() {
     assert!(
         took >= ms(950) && took < ms(1_000) + SLACK,
         "failed after {took:?} with connectTimeout 1000 ms: {err}"
+    );
+    // Waiting it out: each connect bounded by connectTimeout, the whole by waitTimeout.
+    let mut waiting = opts(5_000);
+    waiting.wait_timeout = Some(ms(2_500));
+    let began = Instant::now();
+    let err = locks
+        .acquire(vec!["res".into()], &waiting, CancellationToken::new())
+        .await
+        .err()
+        .expect("no answer, no lock");
+    let took = began.elapsed();
+    assert_eq!(err.code, ErrorCode::Connection, "{err}");
+    assert!(err.attempts >= 2, "{} attempt(s)", err.attempts);
+    assert!(
+        took >= ms(2_450) && took < ms(2_500) + SLACK,
+        "failed after {took:?} with waitTimeout 2500 ms: {err}"
     );
     within(ms(3_000), "close", locks.close()).await;
 }

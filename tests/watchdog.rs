@@ -11,7 +11,7 @@ use lockdog::core::lock::Status;
 use lockdog::core::{Client, ClientConfig, ErrorCode, Event, EventHook, NodeAnswer};
 use tokio_util::sync::CancellationToken;
 
-use support::{config, eventually, ms, opts, within, RedisServer};
+use support::{config, eventually, ms, opts, unrenewed, within, RedisServer};
 
 fn key(cfg: &ClientConfig, name: &str) -> String {
     format!("{}{name}", cfg.key_prefix)
@@ -179,8 +179,7 @@ async fn without_auto_renew_the_lock_lapses_at_its_validity() {
     let server = RedisServer::start();
     let cfg = config(&[&server]);
     let (locks, lost) = client_with_hook(cfg);
-    let mut o = opts(300);
-    o.auto_renew = Some(false);
+    let o = unrenewed(300);
     let lock = locks
         .acquire(vec!["res".into()], &o, CancellationToken::new())
         .await

@@ -357,7 +357,7 @@ function cases(url) {
       await held.release()
     }
   })
-  add('unreachable node → ERR_LOCK_CONNECTION', 'typed', () => new LockClient({ url: 'redis://127.0.0.1:1', connectTimeout: 200 }).acquire('bi:down'))
+  add('unreachable node → ERR_LOCK_CONNECTION', 'typed', () => new LockClient({ url: 'redis://127.0.0.1:1', connectTimeout: 200, waitTimeout: 500 }).acquire('bi:down'))
 
   // --- DistributedLock / module withLock ---------------------------------------------
   for (const r of [undefined, null, 1, true, {}, [], fn, Symbol('r')]) add(`new DistributedLock(redis=${show(r)})`, 'typed', () => new DistributedLock(r, 'k'))

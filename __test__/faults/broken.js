@@ -3,7 +3,9 @@
 // Negative controls: the same scenarios against the deliberately broken lock
 // variants (cargo feature `broken-modes`, src/core/broken.rs). Each must be
 // caught: a suite that passes them all tests nothing. The variant is built once
-// into target/faults-broken (never over ./lockdog.linux-x64-gnu.node) and loaded
+// (debug profile, in cargo's usual target folder, so it reuses the dependencies
+// `cargo test` compiled) and copied to target/faults-broken/node (never over
+// ./lockdog.linux-x64-gnu.node); it is loaded
 // by the workers through NAPI_RS_NATIVE_LIBRARY_PATH; each worker checks in
 // /proc/self/maps that this file is the addon it really loaded.
 
@@ -62,7 +64,6 @@ function ensureBrokenBuild({ log = console.log } = {}) {
   const napi = path.join(ROOT, 'node_modules', '@napi-rs', 'cli', 'dist', 'cli.js')
   const r = spawnSync(process.execPath, [napi, 'build', '--platform', '--features', 'broken-modes', '--output-dir', path.join(TARGET, 'node'), '--js', 'false', '--dts', 'false'], {
     cwd: ROOT,
-    env: { ...process.env, CARGO_TARGET_DIR: TARGET },
     stdio: ['ignore', 'pipe', 'pipe'],
     encoding: 'utf8',
     timeout: 15 * 60 * 1000,

@@ -64,7 +64,8 @@ async function main() {
   }
   const seconds = Math.round((performance.now() - t0) / 1000)
   const failed = rows.filter((r) => !r.pass)
-  console.log(`\n${rows.length - failed.length}/${rows.length} passed in ${seconds} s (tier ${o.tier}, node ${process.version})`)
+  console.log(`\nfault suite, tier ${o.tier}, node ${process.version}, ${seconds} s`)
+  console.log(`faults: ${rows.length - failed.length} passed, ${failed.length} failed`)
   if (o.json) fs.writeFileSync(path.resolve(o.json), JSON.stringify({ tier: o.tier, node: process.version, seconds, command: `node __test__/faults/run.js ${process.argv.slice(2).join(' ')}`, rows }, (k, v) => (k === 'intervals' ? undefined : v), 2))
   process.exitCode = failed.length ? 1 : 0
 }

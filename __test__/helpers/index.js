@@ -49,6 +49,54 @@ function runWorker(script, args = [], { env = {}, onLine, nodeArgs = [] } = {}) 
   return { child, lines, exited, stderr: () => stderr }
 }
 
+/**
+ * The fixture most test files start from: a throwaway redis-server and an ioredis
+ * inspector on it (`serverArgs`: extra redis-server arguments), and with `client` options
+ * a LockClient too, set up in the file's (or describe block's) `before` and torn down in
+ * its `after`, whatever the tests did.
+ * `assign` receives { server, redis, locks } once they exist:
+ *
+ *   let server, redis, locks
+ *   serverAndClient({ client: { ttl: 2000 } }, (s) => ({ server, redis, locks } = s))
+ */
+function serverAndClient({ client = null, serverArgs = [] } = {}, assign = () => {}) {
+  const { before, after } = require('node:test')
+  const made = {}
+  before(async () => {
+    made.server = await startRedis(serverArgs)
+    made.redis = inspector(made.server)
+    if (client) {
+      const { LockClient } = require('../..')
+      made.locks = new LockClient({ url: made.server.url, ...client })
+    }
+    assign(made)
+  })
+  after(async () => {
+    try {
+      await made.locks?.close()
+    } finally {
+      made.redis?.disconnect()
+      await made.server?.stop()
+    }
+  })
+  return made
+}
+
+/**
+ * Scheduling delay measured while a test runs: how late this process's timers fired
+ * (the event loop's delay, which on a busy machine includes waiting for a core).
+ * Timing bounds add `lag.max()` (ms) to what they bound instead of a fixed guess.
+ */
+function loopLag() {
+  const { monitorEventLoopDelay } = require('node:perf_hooks')
+  const h = monitorEventLoopDelay({ resolution: 10 })
+  h.enable()
+  return {
+    max: () => h.max / 1e6,
+    stop: () => h.disable(),
+  }
+}
+
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 /** Resolves when `signal` aborts, with the time it did. */
@@ -59,4 +107,20 @@ function aborted(signal) {
   })
 }
 
-module.exports = { startRedis, waitFor, redisServerAvailable, freePort, inspector, runWorker, sleep, aborted, ROOT }
+/**
+ * A LockClient made with the JS-loop fast path (`fast` true) or without it
+ * (LOCKDOG_FAST_PATH=0, which a client reads when it is made); the variable is
+ * put back as it was.
+ */
+function lockClient(fast, options) {
+  const saved = process.env.LOCKDOG_FAST_PATH
+  if (!fast) process.env.LOCKDOG_FAST_PATH = '0'
+  try {
+    return new (require('../..').LockClient)(options)
+  } finally {
+    if (saved === undefined) delete process.env.LOCKDOG_FAST_PATH
+    else process.env.LOCKDOG_FAST_PATH = saved
+  }
+}
+
+module.exports = { serverAndClient, lockClient, loopLag, startRedis, waitFor, redisServerAvailable, freePort, inspector, runWorker, sleep, aborted, ROOT }

@@ -21,10 +21,12 @@ async function main(): Promise<number> {
   })
   const remaining: number = lock.remaining
   const held: boolean = lock.held
-  const status: 'held' | 'released' | 'lost' = lock.status
+  const status: 'held' | 'released' | 'lost' | 'handed-over' = lock.status
   lock.signal.addEventListener('abort', () => {})
   await lock.extend(5_000)
   const released: boolean = await lock.release()
+  const handed: { keys: string[]; token: string; remaining: number; fence: number | null } = lock.handOver()
+  void handed
   const maybe: Lock | null = await locks.tryAcquire(['a', 'b'], { ttl: 1_000 })
   const n: number = await locks.withLock('k', async (signal, l) => (signal.aborted ? 0 : l.ttl))
   const s: string = await withLock('k', () => 'sync result')

@@ -9,7 +9,9 @@ const { startRedis } = require('../../scripts/local-redis')
   process.stdout.write(`${JSON.stringify({ pids: servers.map((s) => s.pid), dirs: servers.map((s) => s.dir) })}\n`)
   if (process.argv[2] === 'flood') {
     const chunk = 'x'.repeat(65536)
-    const again = () => process.stdout.write(chunk, again)
+    // Writes until a write fails, as a program piped into `head` does; the failed
+    // write's 'error' (EPIPE) is not handled, so it ends the process.
+    const again = (err) => err || process.stdout.write(chunk, again)
     setTimeout(again, 200)
   } else setInterval(() => {}, 1000)
 })()

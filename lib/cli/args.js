@@ -186,12 +186,15 @@ unavailable.
 
 /** A duration in whole milliseconds: bare numbers are seconds. */
 function duration(name, raw, min) {
+  if (NEGATIVE.test(raw.trim())) throw usage(`--${name}: ${raw} is negative (a duration is 0 or more)`)
   const m = /^(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h)?$/.exec(raw.trim())
-  const ms = m ? Math.round(Number(m[1]) * UNITS[m[2] || 's']) : NaN
+  const exact = m ? Number(m[1]) * UNITS[m[2] || 's'] : NaN
+  const ms = Math.round(exact)
   if (!Number.isFinite(ms)) {
     throw usage(`--${name}: '${raw}' is not a duration (seconds, or a number with a unit: 500ms, 30s, 5m, 1h)`)
   }
-  if (ms < min) {
+  // Checked before rounding: 0.4999 (499.9 ms) is as short as 499ms.
+  if (exact < min) {
     const why = name === 'ttl' ? ': a shorter lease cannot be renewed in time' : ''
     throw usage(`--${name}: ${raw} is too short (at least ${min} ms${why})`)
   }
@@ -255,6 +258,31 @@ function splitExec(args, spec) {
 }
 
 const UNIT_ALONE = /^(ms|s|m|h)$/
+/** A value that parseArgs would take for an option of its own: `--ttl -1`. */
+const NEGATIVE = /^-(\d|\.\d)/
+
+/**
+ * `--ttl -1`, `-E -1`: joined into `--ttl=-1` so that the value is checked (and
+ * refused for what it is) instead of being read as an option.
+ */
+function joinNegatives(args, spec) {
+  const short = Object.fromEntries(Object.entries(spec).filter(([, s]) => s.short).map(([n, s]) => [s.short, n]))
+  const out = []
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]
+    const next = args[i + 1]
+    let name = null
+    if (/^--[^=]+$/.test(a)) name = a.slice(2)
+    else if (/^-[^-]$/.test(a)) name = short[a[1]]
+    if (name && spec[name] && spec[name].type === 'string' && next !== undefined && NEGATIVE.test(next)) {
+      out.push(`--${name}=${next}`)
+      i++
+    } else {
+      out.push(a)
+    }
+  }
+  return out
+}
 
 /** `--ttl 5 s`: a unit given as a separate word would be read as an operand. */
 function checkDetachedUnit(tokens, spec, next, sub) {
@@ -282,6 +310,7 @@ function parse(argv) {
   let command = null
   let dashdash = false
   if (sub === 'exec') ({ own, command, dashdash } = splitExec(rest, spec))
+  own = joinNegatives(own, spec)
   let parsed
   try {
     parsed = parseArgs({ args: own, options: spec, allowPositionals: true, strict: true, tokens: true })

@@ -68,6 +68,16 @@ function sentinelOption(raw, source, opts) {
   return { sentinels: nodeList(raw, source), name }
 }
 
+/** The library's option names in its messages, and the flags that set them. */
+const FLAG_OF = [
+  [/['"](options\.)?tls\.ca['"]/, '--tls-ca'],
+  [/['"](options\.)?tls\.cert['"]/, '--tls-cert'],
+  [/['"](options\.)?tls\.key['"]/, '--tls-key'],
+  [/['"](options\.)?keyPrefix['"]/, '--prefix'],
+  [/['"](options\.)?connectTimeout['"]/, '--connect-timeout'],
+  [/['"](options\.)?commandTimeout['"]/, '--command-timeout'],
+]
+
 /** A LockClient from the connection options (--url, --nodes, --sentinel, $REDIS_URL, $LOCKDOG_NODES, $LOCKDOG_SENTINELS, TLS files). */
 function makeClient(opts, extra = {}) {
   const { LockClient } = require(ROOT)
@@ -96,6 +106,9 @@ function makeClient(opts, extra = {}) {
   } else if (process.env[URL_ENV]) {
     source = URL_ENV // the client falls back to it (else to its default URL) by itself
   }
+  if (opts['sentinel-name'] !== undefined && o.sentinel === undefined) {
+    throw usage(`--sentinel-name goes with --sentinel URL,URL (or LOCKDOG_SENTINELS)${source ? `; the lock nodes here come from ${source}` : ''}`)
+  }
   if (opts.prefix !== undefined) o.keyPrefix = opts.prefix
   if (opts['connect-timeout'] !== undefined) o.connectTimeout = opts['connect-timeout']
   if (opts['command-timeout'] !== undefined) o.commandTimeout = opts['command-timeout']
@@ -113,8 +126,16 @@ function makeClient(opts, extra = {}) {
   try {
     return new LockClient(o)
   } catch (e) {
-    // The library's messages name the option, never the URL or its password.
-    if (isArgError(e)) throw usage(source ? `${source}: ${e.message}` : e.message)
+    // The library's messages name the option, never the URL or its password:
+    // named here by the flag (or variable) it came from.
+    if (isArgError(e)) {
+      const flag = FLAG_OF.find(([option]) => option.test(e.message))
+      if (flag) {
+        const file = flag[1].startsWith('--tls-') ? ` ${opts[flag[1].slice(2)]}` : ''
+        throw usage(`${flag[1]}${file}: ${e.message}`)
+      }
+      throw usage(source ? `${source}: ${e.message}` : e.message)
+    }
     throw e
   }
 }

@@ -6,7 +6,7 @@
 const fs = require('node:fs')
 const { spawn } = require('node:child_process')
 const { signals: SIGNALS } = require('node:os').constants
-const { EXIT, usage, say, exit, usageExit, quote, failure, makeClient, closeQuietly } = require('./common')
+const { EXIT, usage, say, exit, usageExit, quote, failure, makeClient, closeQuietly, UNAVAILABLE } = require('./common')
 const { MAX_MS, DEFAULT_TTL_MS } = require('../../binding.js')
 
 /** Signals lockdog forwards to the command (and that interrupt waiting for the lock). */
@@ -207,6 +207,10 @@ async function exec(opts, command) {
     await closeQuietly(locks)
     const [code, message] = failure(e)
     if (code === EXIT.USAGE) return usageExit(message, 'exec')
+    if (code === EXIT.UNAVAILABLE && opts.wait !== undefined && /^waitTimeout of \d+ ms passed: /.test(message)) {
+      say(`gave up waiting for lock ${label} after ${opts.wait} ms (--wait): ${message.replace(/^waitTimeout of \d+ ms passed: /, '')}`)
+      return exit(code)
+    }
     say(code === EXIT.UNAVAILABLE ? `cannot take lock ${label}: ${message}` : message)
     return exit(code)
   }
@@ -216,9 +220,18 @@ async function exec(opts, command) {
     try {
       return await locks.acquire(keys, { ...base, retryCount: 0, signal })
     } catch (e) {
-      if (!e || e.code !== 'ERR_LOCK_TAKEN' || opts.nonblock || opts.wait === 0) throw e
-      const left = e.remainingMs != null ? `, ${e.remainingMs} ms left on its lease` : ''
-      verbose(`waiting for lock ${label} (held by another owner${left})`)
+      if (!e || opts.nonblock || opts.wait === 0) throw e
+      // With --wait, an outage (Redis unreachable, restarting, failing over) is
+      // waited out like a held lock (an error reply that would come back the
+      // same fails the next attempt at once); without it, only a held lock is.
+      const outage = opts.wait !== undefined && UNAVAILABLE.has(e.code)
+      if (e.code !== 'ERR_LOCK_TAKEN' && !outage) throw e
+      if (outage) {
+        verbose(`waiting for Redis (${e.message})`)
+      } else {
+        const left = e.remainingMs != null ? `, ${e.remainingMs} ms left on its lease` : ''
+        verbose(`waiting for lock ${label} (held by another owner${left})`)
+      }
     }
     const deadline = opts.wait === undefined ? Infinity : t0 + opts.wait
     for (;;) {

@@ -1,3 +1,8 @@
+//! The native client: its lifecycle, settings and the one acquire entry point
+//! (what is taken is an [`AcquireKind`]); `stored.rs` holds its operations on
+//! stored keys outside any acquisition.
+
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -5,17 +10,19 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use crate::binding::cancel::CancelHandle;
-use crate::binding::errors::to_napi;
-use crate::binding::events::{LockErrorInfo, NodeReport};
+use crate::binding::errors::{to_napi, ErrorObject};
+use crate::binding::events::node_fault;
 use crate::binding::fast;
+use crate::binding::lifetime;
 use crate::binding::lock::NativeLock;
-use crate::binding::options::{AcquireOptions, LockClientOptions, LockInspection, LockStats};
+use crate::binding::options::{AcquireKind, AcquireOptions, LockClientOptions, LockStats};
 use crate::binding::settle::{settle_later, Callback};
 use crate::core::{self as core, Event, EventHook};
 
-/// `(kind, lockId, detail)`: `'lost'` with the error, `'error'` with the
-/// node's report, `'renewed'` with the count as `lockId` and no detail.
-type EventArgs = FnArgs<(String, f64, Option<Either<LockErrorInfo, NodeReport>>)>;
+/// `(kind, lockId, detail)`: `'lost'` with the loss, `'error'` with the
+/// node's fault (both as the `LockError` itself), `'renewed'` with the count
+/// as `lockId` and no detail.
+type EventArgs = FnArgs<(String, f64, Option<ErrorObject>)>;
 /// The event callback as JS passes it (typed by `ts_arg_type` at its use).
 type EventFn<'a> = Function<'a, EventArgs, ()>;
 
@@ -24,6 +31,7 @@ type EventFn<'a> = Function<'a, EventArgs, ()>;
 pub struct NativeClient {
     pub(crate) core: core::Client,
     renew_events: Arc<AtomicBool>,
+    fast_path: bool,
 }
 
 /// Delivers the core's events to JS; it never keeps Node running.
@@ -34,7 +42,7 @@ fn hook(callback: Callback, renew_events: Arc<AtomicBool>) -> EventHook {
             Event::Lost { id, error } => (
                 "lost".to_string(),
                 id as f64,
-                Some(Either::A(LockErrorInfo::from(error))),
+                Some(ErrorObject(error.clone())),
             ),
             Event::Renewed { count } => {
                 // Only when someone traces renewals: each call costs the JS thread.
@@ -46,10 +54,21 @@ fn hook(callback: Callback, renew_events: Arc<AtomicBool>) -> EventHook {
             Event::NodeError { node, answer } => (
                 "error".to_string(),
                 0.0,
-                Some(Either::B(NodeReport::new(node, answer))),
+                Some(ErrorObject(node_fault(node, answer))),
             ),
         };
         callback.call(args.0, args.1, args.2);
+    })
+}
+
+/// The promise of a lock being taken on the runtime.
+fn settle_lock<'env>(
+    env: &'env Env,
+    taking: impl Future<Output = core::error::Result<core::Lock>> + Send + 'static,
+) -> Result<PromiseRaw<'env, NativeLock>> {
+    settle_later(env, async move {
+        let lock = taking.await.map_err(to_napi)?;
+        Ok(NativeLock { lock })
     })
 }
 
@@ -76,9 +95,7 @@ impl NativeClient {
     pub fn new(
         env: &Env,
         options: Option<LockClientOptions>,
-        #[napi(
-            ts_arg_type = "(kind: string, lockId: number, detail: LockErrorInfo | NodeReport | null) => void"
-        )]
+        #[napi(ts_arg_type = "(kind: string, lockId: number, detail: Error | null) => void")]
         on_event: Option<EventFn<'_>>,
     ) -> Result<Self> {
         let cfg = options.unwrap_or_default().to_core().map_err(to_napi)?;
@@ -88,12 +105,23 @@ impl NativeClient {
             None => None,
         };
         let core = core::Client::new(cfg, hook).map_err(to_napi)?;
-        fast::register(env, &core);
-        Ok(NativeClient { core, renew_events })
+        let fast_path = fast::register(env, &core);
+        lifetime::register(env, &core);
+        Ok(NativeClient {
+            core,
+            renew_events,
+            fast_path,
+        })
     }
 
-    /// Takes the lock on `keys` as one lock, waiting as the options allow.
-    /// Arguments are checked synchronously (the call throws before any I/O).
+    /// Takes what `kind` says on `keys`, waiting as the options allow: without
+    /// a kind the lock on every key as one lock; with `limit`, `permits` of
+    /// the semaphore on its one key (renewed like a lock); with `write`, the
+    /// read-write lock on its one key as its writer (alone) or, with `false`,
+    /// a reader (a waiting writer holds new readers off); with `fair`, in
+    /// arrival order across every process through a line kept in Redis (one
+    /// node or a cluster). Arguments are checked synchronously (the call
+    /// throws before any I/O).
     #[napi(ts_return_type = "Promise<NativeLock>")]
     pub fn acquire<'env>(
         &self,
@@ -101,13 +129,15 @@ impl NativeClient {
         keys: Vec<String>,
         options: Option<AcquireOptions>,
         cancel: Option<&CancelHandle>,
+        kind: Option<AcquireKind>,
     ) -> Result<PromiseRaw<'env, NativeLock>> {
+        let kind = kind.unwrap_or_default().to_kind().map_err(to_napi)?;
         let opts = options.unwrap_or_default().to_core().map_err(to_napi)?;
-        let request = self.core.prepare(keys, &opts).map_err(to_napi)?;
-        // The first attempt goes the fast way unless the caller may cancel it
-        // or bounds it more tightly than a node's own timeout.
+        let request = kind.prepare(&self.core, keys, &opts).map_err(to_napi)?;
+        // The first attempt at a plain lock goes the fast way unless the caller
+        // may cancel it or bounds it more tightly than a node's own timeout.
         let request = match cancel {
-            None if self.fast_bounds_fit(&request) => {
+            None if request.permits.is_none() && self.fast_bounds_fit(&request) => {
                 match fast::acquire(env, &self.core, Box::new(request)) {
                     Ok(promise) => return Ok(promise),
                     Err(request) => *request,
@@ -117,12 +147,8 @@ impl NativeClient {
         };
         let cancel = cancel.map(|c| c.token.clone()).unwrap_or_default();
         let client = self.core.clone();
-        settle_later(env, async move {
-            let lock = client
-                .acquire_prepared(request, cancel)
-                .await
-                .map_err(to_napi)?;
-            Ok(NativeLock { lock })
+        settle_lock(env, async move {
+            client.acquire_prepared(request, cancel).await
         })
     }
 
@@ -144,66 +170,10 @@ impl NativeClient {
             .prepare_adopt(keys, &token, &opts)
             .map_err(to_napi)?;
         let client = self.core.clone();
-        settle_later(env, async move {
-            let lock = client
-                .adopt_prepared(request, token)
-                .await
-                .map_err(to_napi)?;
-            Ok(NativeLock { lock })
-        })
-    }
-
-    /// Reads a lock key on every node without changing it.
-    #[napi(ts_return_type = "Promise<LockInspection>")]
-    pub fn inspect<'env>(
-        &self,
-        env: &'env Env,
-        key: String,
-    ) -> Result<PromiseRaw<'env, LockInspection>> {
-        let client = self.core.clone();
-        env.spawn_future(async move {
-            let found = client.inspect(&key).await.map_err(to_napi)?;
-            Ok(LockInspection::from(found))
-        })
-    }
-
-    /// Deletes the key on every node whoever holds it (unsafe: the holder is not
-    /// told). Resolves on how many nodes it existed.
-    #[napi(ts_return_type = "Promise<number>")]
-    pub fn force_release<'env>(
-        &self,
-        env: &'env Env,
-        key: String,
-    ) -> Result<PromiseRaw<'env, u32>> {
-        let client = self.core.clone();
-        env.spawn_future(async move {
-            let n = client.force_release(&key).await.map_err(to_napi)?;
-            Ok(u32::try_from(n).unwrap_or(u32::MAX))
-        })
-    }
-
-    /// Deletes the lock on `keys` wherever they hold `token`, without adopting it.
-    /// Resolves each node's answer (`ok` where it held the token). Arguments are
-    /// checked synchronously.
-    #[napi(ts_return_type = "Promise<Array<NodeReport>>")]
-    pub fn release_token<'env>(
-        &self,
-        env: &'env Env,
-        keys: Vec<String>,
-        token: String,
-    ) -> Result<PromiseRaw<'env, Vec<NodeReport>>> {
-        // Keys and token are checked synchronously, as for `adopt`.
-        self.core
-            .prepare_adopt(keys.clone(), &token, &Default::default())
-            .map_err(to_napi)?;
-        let client = self.core.clone();
-        env.spawn_future(async move {
-            let reports = client.release_token(keys, &token).await.map_err(to_napi)?;
-            Ok(reports
-                .iter()
-                .map(|r| NodeReport::new(&r.node, &r.answer))
-                .collect())
-        })
+        settle_lock(
+            env,
+            async move { client.adopt_prepared(request, token).await },
+        )
     }
 
     /// Resolves once the nodes that operations did not wait for (a quorum had
@@ -232,6 +202,17 @@ impl NativeClient {
     #[napi(setter)]
     pub fn set_renew_events(&self, on: bool) {
         self.renew_events.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether this client's plain operations take the fast path (the JS
+    /// thread's own event loop, once its connection is ready); false when
+    /// every operation takes the Rust runtime path: `LOCKDOG_FAST_PATH=0`, a
+    /// runtime other than Node (Bun, Deno), no libuv exported to addons
+    /// (Windows), or nodes it does not serve (TLS, Cluster, Sentinel, `resp3`).
+    /// Decided when the client is created.
+    #[napi(getter)]
+    pub fn fast_path(&self) -> bool {
+        self.fast_path
     }
 
     /// True once `close()` was called.

@@ -1,15 +1,30 @@
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::binding::errors::to_napi;
-use crate::binding::events::{LockErrorInfo, NodeReport};
+use crate::binding::errors::{to_napi, ErrorObject};
+use crate::binding::events::NodeReport;
 use crate::binding::fast;
 use crate::binding::settle::settle_later;
 use crate::core::config::lease_millis;
 use crate::core::lock::Status;
-use crate::core::Lock;
+use crate::core::{ErrorCode, Lock, LockError};
 
-/// A held lock as the native layer sees it; `lib/client.js` wraps it in `Lock`.
+/// What a handed-over lock gives the client that continues it with `adopt`.
+#[napi(object)]
+pub struct HandOverInfo {
+    /// The lock's first key, as given (without the client's `keyPrefix`).
+    pub key: String,
+    /// Every key of the lock, as given.
+    pub keys: Vec<String>,
+    /// The token to pass to `adopt`.
+    pub token: String,
+    /// Milliseconds of validity left when it was handed over.
+    pub remaining: f64,
+    /// The fencing token (client option `fencing`), or null.
+    pub fence: Option<f64>,
+}
+
+/// A held lock as the native layer sees it; `lib/lock.js` wraps it in `Lock`.
 #[napi]
 pub struct NativeLock {
     pub(crate) lock: Lock,
@@ -68,11 +83,14 @@ impl NativeLock {
             .collect()
     }
 
-    /// `'held'`, `'released'` or `'lost'`.
+    /// `'held'`, `'released'`, `'lost'`, or `'expired'`: held, but its validity
+    /// deadline passed before the watchdog recorded the loss (its holder counts
+    /// it as lost from that instant).
     #[napi(getter)]
     pub fn status(&self) -> &'static str {
         match self.lock.status() {
-            Status::Held => "held",
+            Status::Held if self.lock.is_held() => "held",
+            Status::Held => "expired",
             Status::Released => "released",
             Status::Lost => "lost",
         }
@@ -106,10 +124,22 @@ impl NativeLock {
         self.lock.attempts()
     }
 
-    /// Why the lock was lost, or null.
-    #[napi(getter)]
-    pub fn loss(&self) -> Option<LockErrorInfo> {
-        self.lock.loss().as_ref().map(LockErrorInfo::from)
+    /// Why the lock was lost (also while `'expired'`): a new `LockError`
+    /// (`ERR_LOCK_LOST`) at each read, or null.
+    #[napi(getter, ts_return_type = "Error | null")]
+    pub fn loss(&self) -> Option<ErrorObject> {
+        let loss = self.lock.loss().or_else(|| {
+            let expired = self.lock.status() == Status::Held && !self.lock.is_held();
+            let name = self.lock.name();
+            expired.then(|| {
+                LockError::new(
+                    ErrorCode::Lost,
+                    format!("lock \"{name}\" was lost: its validity ran out"),
+                )
+                .with_key(name)
+            })
+        });
+        loss.map(ErrorObject)
     }
 
     /// Releases the lock (token-checked, on every node) after stopping its
@@ -122,6 +152,22 @@ impl NativeLock {
         }
         let lock = self.lock.clone();
         settle_later(env, async move { lock.release().await.map_err(to_napi) })
+    }
+
+    /// Lets go of the lock without releasing it: the watchdog stops renewing,
+    /// the keys keep their lease for another client to `adopt` with the token,
+    /// and nothing this lock does later deletes them. Null when it was no
+    /// longer held. Synchronous: no Redis call.
+    #[napi]
+    pub fn hand_over(&self) -> Option<HandOverInfo> {
+        let h = self.lock.hand_over()?;
+        Some(HandOverInfo {
+            key: h.names.first().cloned().unwrap_or_default(),
+            keys: h.names,
+            token: h.token,
+            remaining: h.remaining.as_secs_f64() * 1000.0,
+            fence: h.fence.map(|f| f as f64),
+        })
     }
 
     /// Extends the lease to `ttl` ms from now with the same token; later renewals

@@ -6,19 +6,21 @@ mod client;
 mod constants;
 mod errors;
 mod events;
-mod fair;
 mod fast;
+mod lifetime;
 mod lock;
 mod options;
-mod semaphore;
 mod settle;
+mod stored;
 
 pub use cancel::CancelHandle;
 pub use client::NativeClient;
 pub use events::{LockErrorInfo, NodeReport};
 pub use lock::NativeLock;
-pub use options::{AcquireOptions, LockClientOptions, LockInspection, LockStats, TlsOptions};
-pub use semaphore::SemaphoreCount;
+pub use options::{
+    AcquireKind, AcquireOptions, LockClientOptions, LockInspection, LockStats, SemaphoreCount,
+    TlsOptions,
+};
 
 /// lockdog's tokio runtime: one worker thread. Every lock operation is a short
 /// wait on a socket; a second worker only adds cross-thread wake-ups (measured

@@ -1,6 +1,6 @@
 //! Continuing a lock by its token (handed over from another process, or kept
 //! across a restart): one token-checked extend on every node → the renewal
-//! verdict of `quorum.rs` → the lock joins the watchdog like any acquired one.
+//! verdict of `quorum/` → the lock joins the watchdog like any acquired one.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -8,11 +8,11 @@ use std::time::Instant;
 
 use futures_util::future::join_all;
 
-use crate::core::acquire::Request;
 use crate::core::error::{LockError, NodeAnswer, Result};
 use crate::core::keys;
 use crate::core::lock::Lock;
 use crate::core::lock_state::{Answers, LockState, NewLock};
+use crate::core::model::Request;
 use crate::core::node::Renewal;
 use crate::core::quorum::{self, Renewed, Tally};
 use crate::core::shared::{lost, Inner};
@@ -36,89 +36,91 @@ pub fn check_token(token: &str) -> Result<()> {
     Ok(())
 }
 
-impl Inner {
-    /// Takes over the lock on `request`'s keys that holds `token`: extends its
-    /// lease to the requested ttl only where every key still holds the token
-    /// (never creating a key), and on a quorum renews it from then on.
-    /// `ERR_LOCK_LOST` when the keys are gone or hold another token.
-    pub async fn adopt(self: &Arc<Self>, request: Request, token: String) -> Result<Lock> {
-        let Request { names, spec, .. } = request;
-        self.ensure_open()?;
-        let keys = keys::prefixed(&self.cfg.key_prefix, &names);
-        let label = names.join(", ");
-        let ttl = spec.ttl;
-        let timeout = self.cfg.node_timeout_for(ttl);
-        let started = Instant::now();
-        let renewal = [Renewal {
-            keys: &keys,
-            token: &token,
-            ttl_ms: ms_of(ttl).max(1),
-        }];
-        let answers: Vec<NodeAnswer> =
-            join_all(self.nodes.iter().map(|n| n.extend_batch(&renewal, timeout)))
-                .await
-                .into_iter()
-                .map(|mut a| a.remove(0))
-                .collect();
-        self.report_faults(&answers);
-        let t = Tally::of(&answers);
-        let drift = self.cfg.drift_for(ttl);
-        let deadline = later(started, ttl.saturating_sub(drift));
-        match quorum::renewed(&t, deadline > Instant::now()) {
-            Renewed::Renewed => {}
-            Renewed::TooLate => {
-                return Err(lost(
-                    &label,
-                    "the adopting extend was answered too late to leave any validity",
-                ))
-            }
-            Renewed::Lost => {
-                return Err(lost(
-                    &label,
-                    "its key is gone or holds another token, so it cannot be adopted",
-                )
-                .with_nodes(self.reports(&answers)))
-            }
-            Renewed::NoQuorum => {
-                return Err(self
-                    .no_quorum(&answers, || {
-                        format!(
-                            "adopt of \"{label}\": {} of {} nodes agreed, {} needed",
-                            t.ok,
-                            t.nodes,
-                            t.needed()
-                        )
-                    })
-                    .with_key(label.clone()))
-            }
+/// Takes over the lock on `request`'s keys that holds `token`: extends its
+/// lease to the requested ttl only where every key still holds the token
+/// (never creating a key), and on a quorum renews it from then on.
+/// `ERR_LOCK_LOST` when the keys are gone or hold another token.
+pub(crate) async fn adopt(inner: &Arc<Inner>, request: Request, token: String) -> Result<Lock> {
+    let Request { names, spec, .. } = request;
+    inner.ensure_open()?;
+    let keys = keys::prefixed(&inner.cfg.key_prefix, &names);
+    let label = names.join(", ");
+    let ttl = spec.ttl;
+    let timeout = inner.cfg.node_timeout_for(ttl);
+    let started = Instant::now();
+    let renewal = [Renewal {
+        keys: &keys,
+        token: &token,
+        ttl_ms: ms_of(ttl).max(1),
+    }];
+    let answers: Vec<NodeAnswer> = join_all(
+        inner
+            .nodes
+            .iter()
+            .map(|n| n.extend_batch(&renewal, timeout)),
+    )
+    .await
+    .into_iter()
+    .map(|mut a| a.remove(0))
+    .collect();
+    inner.report_faults(&answers);
+    let t = Tally::of(&answers);
+    let drift = inner.cfg.drift_for(ttl);
+    let deadline = later(started, ttl.saturating_sub(drift));
+    match quorum::renewed(&t, deadline > Instant::now()) {
+        Renewed::Renewed => {}
+        Renewed::TooLate => {
+            return Err(lost(
+                &label,
+                "the adopting extend was answered too late to leave any validity",
+            ))
         }
-        let state = Arc::new(LockState::new(NewLock {
-            id: self.next_id.fetch_add(1, Ordering::Relaxed),
-            keys,
-            prefix_len: self.cfg.key_prefix.len(),
-            token,
-            attempts: 1,
-            deadline,
-            ttl,
-            renew_every: spec.renew_interval,
-            hold_until: spec.max_hold.map(|h| later(started, h)),
-            auto_renew: spec.auto_renew,
-            fence: None,
-            wait_replicas: spec.wait_replicas,
-            // Each node's answer to the adopting extend (one held by another
-            // owner says so), as an acquisition's answers are kept.
-            answers: Answers::of(answers),
-        }));
-        self.stats.held.fetch_add(1, Ordering::Relaxed);
-        self.watchdog.start(self);
-        self.watchdog.watch(state.clone());
-        let lock = Lock::new(state, self.clone());
-        if self.ensure_open().is_err() {
-            let _ = lock.release().await;
-            return Err(LockError::closed());
+        Renewed::Lost => {
+            return Err(lost(
+                &label,
+                "its key is gone or holds another token, so it cannot be adopted",
+            )
+            .with_nodes(inner.reports(&answers)))
         }
-        Ok(lock)
+        Renewed::NoQuorum => {
+            return Err(inner
+                .no_quorum(&answers, || {
+                    format!(
+                        "adopt of \"{label}\": {} of {} nodes agreed, {} needed",
+                        t.ok,
+                        t.nodes,
+                        t.needed()
+                    )
+                })
+                .with_key(label.clone()))
+        }
     }
+    let state = Arc::new(LockState::new(NewLock {
+        id: inner.next_id.fetch_add(1, Ordering::Relaxed),
+        keys,
+        prefix_len: inner.cfg.key_prefix.len(),
+        token,
+        attempts: 1,
+        deadline,
+        ttl,
+        renew_every: spec.renew_interval,
+        hold_until: spec.max_hold.map(|h| later(started, h)),
+        auto_renew: spec.auto_renew,
+        fence: None,
+        wait_replicas: spec.wait_replicas,
+        // Each node's answer to the adopting extend (one held by another
+        // owner says so), as an acquisition's answers are kept.
+        answers: Answers::of(answers),
+    }));
+    inner.stats.held.fetch_add(1, Ordering::Relaxed);
+    inner.watchdog.start(inner);
+    inner.watchdog.watch(state.clone());
+    let lock = Lock::new(state, inner.clone());
+    if inner.ensure_open().is_err() {
+        let _ = lock.release().await;
+        return Err(LockError::closed());
+    }
+    Ok(lock)
 }
 
 #[cfg(test)]

@@ -103,6 +103,12 @@ pub fn release_cmd(keys: &[String]) -> Option<redis::Cmd> {
     })
 }
 
+/// `PlainDel`: a lock whose validity ran out still sends its (plain `DEL`)
+/// release, as a naive lock's cleanup does.
+pub fn cleans_up_lapsed() -> bool {
+    mode() == Broken::PlainDel
+}
+
 /// `ExtendRecreates`: the extend as an `EVAL` that sets the keys whatever they
 /// hold (ARGV: token, ttl), instead of the token-checked script.
 pub fn extend_cmd() -> Option<redis::Cmd> {

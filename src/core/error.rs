@@ -96,6 +96,52 @@ impl Fault {
     pub fn text(&self) -> &str {
         &self.text
     }
+
+    /// A TLS handshake that failed on a certificate or a protocol mismatch:
+    /// configuration, not an outage (the text is rustls's own).
+    fn is_tls_refusal(&self) -> bool {
+        const TLS: [&str; 4] = [
+            "certificate",
+            "received fatal alert",
+            "peer is incompatible",
+            "peer misbehaved",
+        ];
+        TLS.iter().any(|t| self.text.contains(t))
+    }
+
+    /// An error reply that a failover, a restart or a resharding explains.
+    fn is_transient(&self) -> bool {
+        const PASSING: [&str; 8] = [
+            "LOADING",
+            "READONLY",
+            "MASTERDOWN",
+            "TRYAGAIN",
+            "CLUSTERDOWN",
+            "MOVED",
+            "ASK",
+            "BUSY",
+        ];
+        let code = self.text.split_whitespace().next().unwrap_or_default();
+        if PASSING.contains(&code) {
+            return true;
+        }
+        // Client-side errors with no Redis code of their own (a cluster
+        // connection being replaced, a sentinel without a master yet).
+        let redis = self
+            .cause
+            .as_deref()
+            .and_then(|c| c.downcast_ref::<redis::RedisError>());
+        redis.is_some_and(|e| {
+            e.is_io_error()
+                || e.is_cluster_error()
+                || matches!(
+                    e.kind(),
+                    redis::ErrorKind::ClusterConnectionNotFound
+                        | redis::ErrorKind::MasterNameNotFoundBySentinel
+                        | redis::ErrorKind::NoValidReplicasFoundBySentinel
+                )
+        })
+    }
 }
 
 impl PartialEq for Fault {
@@ -140,6 +186,21 @@ impl NodeAnswer {
         match self {
             NodeAnswer::Unreachable(f) | NodeAnswer::ErrorReply(f) => f.cause.clone(),
             _ => None,
+        }
+    }
+
+    /// True for a fault that waiting can cure: the node was unreachable or
+    /// silent, or said it cannot take writes for now (loading its data set, a
+    /// replica after a failover, a slot moving or the cluster down, a busy
+    /// script). False for answers that are no fault, for a TLS handshake
+    /// refused over a certificate, and for error replies that would come
+    /// back the same (ACL, wrong password, wrong type, a script error).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            NodeAnswer::Timeout => true,
+            NodeAnswer::Unreachable(f) => !f.is_tls_refusal(),
+            NodeAnswer::ErrorReply(f) => f.is_transient(),
+            _ => false,
         }
     }
 

@@ -70,15 +70,55 @@ pub fn script_keys(keys: &[String], fencing: bool) -> Vec<String> {
 /// keeps it, any other key becomes the tag (which only works for a key without
 /// `}`; cluster locks with fencing reject the rest).
 pub fn fence_key(key: &str) -> String {
-    let tagged = key
-        .find('{')
-        .and_then(|open| key[open + 1..].find('}').map(|close| close > 0))
-        .unwrap_or(false);
-    if tagged {
+    if has_hash_tag(key) {
         format!("{key}:fence")
     } else {
         format!("{{{key}}}:fence")
     }
+}
+
+/// Whether `key` has a Redis Cluster hash tag (`{…}`, not empty).
+fn has_hash_tag(key: &str) -> bool {
+    key.find('{')
+        .and_then(|open| key[open + 1..].find('}').map(|close| close > 0))
+        .unwrap_or(false)
+}
+
+/// The companions lockdog keeps beside a lock key `k` in its hash slot, as
+/// `{k}:<suffix>` (`k:<suffix>` when `k` has a hash tag), and what each is.
+pub const DERIVED: [(&str, &str); 4] = [
+    ("fence", "fence counter"),
+    ("writer", "read-write lock's waiting-writer mark"),
+    ("line:lease", "fair lock's line leases"),
+    ("line", "fair lock's line"),
+];
+
+/// Refuses a stored key that is a name lockdog derives for another lock key
+/// (see [`DERIVED`]): a lock there would block, break or be broken by that lock.
+pub fn check_not_derived(name: &str, stored: &str) -> Result<()> {
+    for (suffix, what) in DERIVED {
+        let Some(base) = stored
+            .strip_suffix(suffix)
+            .and_then(|b| b.strip_suffix(':'))
+        else {
+            continue;
+        };
+        if !has_hash_tag(base) {
+            continue;
+        }
+        let of = base
+            .strip_prefix('{')
+            .and_then(|b| b.strip_suffix('}'))
+            .filter(|b| !b.contains(['{', '}']))
+            .unwrap_or(base);
+        return Err(LockError::invalid_value(
+            "key",
+            &format!(
+                "is \"{name}\", the name lockdog keeps for the {what} of lock \"{of}\" (a key ending in :fence, :writer, :line or :line:lease after a {{hash tag}} is reserved); pick another name"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Number of hash slots in a Redis Cluster.
@@ -164,6 +204,25 @@ mod tests {
             Some(vec!["a".to_string(), "b".to_string()])
         );
         assert!(lock_keys(vec![]).is_err());
+        for derived in [
+            "{a}:fence",
+            "{a}:writer",
+            "{a}:line",
+            "{a}:line:lease",
+            "x{t}y:fence",
+        ] {
+            assert!(check_not_derived(derived, derived).is_err(), "{derived}");
+        }
+        for plain in [
+            "a:fence",
+            "{}:fence",
+            "{a}:fencer",
+            "{a}",
+            "fence",
+            "{a}:lines",
+        ] {
+            assert!(check_not_derived(plain, plain).is_ok(), "{plain}");
+        }
         assert!(lock_keys(vec![String::new()]).is_err());
         assert!(lock_keys(vec!["x".repeat(MAX_KEY_BYTES + 1)]).is_err());
     }

@@ -10,6 +10,17 @@ use crate::core::lock_state::LockState;
 pub use crate::core::lock_state::Status;
 use crate::core::shared::Inner;
 
+/// What [`Lock::hand_over`] gives the client that continues the lock.
+#[derive(Debug, Clone)]
+pub struct HandOver {
+    /// The keys as the caller named them.
+    pub names: Vec<String>,
+    pub token: String,
+    /// Validity left when it was handed over.
+    pub remaining: Duration,
+    pub fence: Option<i64>,
+}
+
 struct LockHandle {
     state: Arc<LockState>,
     inner: Arc<Inner>,
@@ -80,7 +91,9 @@ impl Lock {
     }
 
     /// The fencing token handed out with this lock (client option `fencing`):
-    /// larger for every later acquisition of the same key on that node.
+    /// larger for every later acquisition of the same key on that node, fair
+    /// or not. `None` without fencing, for permits (semaphores, read-write
+    /// locks) and for an adopted lock.
     pub fn fence(&self) -> Option<i64> {
         self.state().fence
     }
@@ -133,9 +146,31 @@ impl Lock {
         out
     }
 
+    /// Lets go of the lock without releasing it, for another client to
+    /// continue with `adopt`: the watchdog stops renewing, the keys stay with
+    /// their lease, and nothing this handle does later deletes them (a release
+    /// resolves false, a loss sends no cleanup). `None` when it was no longer
+    /// held (released, lost, or its validity ran out).
+    pub fn hand_over(&self) -> Option<HandOver> {
+        let state = self.state();
+        let inner = &self.0.inner;
+        let remaining = state.remaining();
+        if !state.is_held() || !state.end_released() {
+            return None;
+        }
+        inner.watchdog.unwatch(state.id);
+        inner.stats.held.fetch_sub(1, Ordering::Relaxed);
+        Some(HandOver {
+            names: self.names(),
+            token: state.token.clone(),
+            remaining,
+            fence: state.fence,
+        })
+    }
+
     /// Extends the lease to `ttl` from now (same token) and makes `ttl` the
     /// lease the watchdog keeps renewing. Never recreates a missing key.
     pub async fn extend(&self, ttl: Duration) -> Result<()> {
-        self.0.inner.extend(self.state(), ttl).await
+        crate::core::renew::extend(&self.0.inner, self.state(), ttl).await
     }
 }

@@ -1,10 +1,18 @@
 //! The lock itself, free of napi: pure Rust on tokio and the redis crate.
 //!
-//! Every operation has one shape: send to the nodes (`node/`) → verdict
-//! (`quorum.rs`, pure) → act. `acquire.rs` takes locks, `renew.rs` keeps them
-//! (the watchdog's batches and manual extends), `watchdog.rs` only schedules,
-//! and `client.rs` is the public entry point. `broken.rs` holds the fault
-//! suite's deliberately broken variants.
+//! Every operation has one shape: send to the nodes (`node/`, `fast/`) →
+//! verdict (`quorum/`, pure) → act. `model/` is the data they all share
+//! (lock kinds, permits, tokens, leases, requests, attempts), `acquire/` the
+//! engine that takes locks, `renew.rs` keeps them (the watchdog's batches and
+//! manual extends), `watchdog.rs` only schedules, and `client/` is the public
+//! entry point. `broken.rs` holds the fault suite's deliberately broken
+//! variants. The modules import one another without a cycle
+//! (`__test__/layout-rust.test.js` checks it): `model` and `quorum` build on
+//! no transport, and `node` on no engine.
+//!
+//! `ops/` writes each lock operation once, sans-I/O (what to send, each
+//! node's reply in, the outcome); `node/` (tokio) and `fast/` (the JS
+//! thread's loop) are the transports that drive it.
 
 mod acquire;
 pub mod adopt;
@@ -16,7 +24,10 @@ pub mod fast;
 pub mod keys;
 pub mod lock;
 pub mod lock_state;
+pub mod memory;
+pub mod model;
 pub mod node;
+pub mod ops;
 pub mod quorum;
 mod renew;
 pub mod scripts;
@@ -26,12 +37,14 @@ pub mod stats;
 mod sync;
 pub mod time;
 pub mod tls;
+#[cfg(test)]
+mod transports_agree;
 pub mod waiters;
 pub mod watchdog;
 
-pub use acquire::{Permits, Request, Resume};
-pub use client::{Client, Inspection};
+pub use client::{Client, Inspection, WeakClient};
 pub use config::{AcquireOptions, ClientConfig, NodeSpec};
 pub use error::{ErrorCode, Fault, LockError, NodeAnswer, NodeReport};
 pub use lock::Lock;
+pub use model::{Permits, Request, Resume};
 pub use shared::{Event, EventHook};

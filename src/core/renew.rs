@@ -1,6 +1,7 @@
-//! Keeping a lease: the watchdog's renewal batches and a manual extend share
-//! one settle step (verdict → new deadline, or loss), and a lock whose
-//! validity ran out is declared lost here.
+//! Keeping a lease: the watchdog's renewal batches (the client's
+//! [`Renewer`]) and a manual extend ([`extend`], [`extended`]) share one
+//! settle step (the verdict of `ops::extend` at `now` → new deadline, or
+//! loss), and a lock whose validity ran out is declared lost here.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -11,10 +12,13 @@ use futures_util::future::join_all;
 use crate::core::error::{LockError, NodeAnswer, Result};
 use crate::core::lock_state::{LockState, Status};
 use crate::core::node::Renewal;
-use crate::core::quorum::{self, Renewed, Tally};
+use crate::core::ops;
+use crate::core::quorum::{Renewed, Tally};
 use crate::core::shared::{lost, Event, Inner};
 use crate::core::time::{later, ms_of};
 use crate::core::watchdog::{Renewer, Watchdog};
+
+const MAX_HOLD_REACHED: &str = "maxHold was reached, so the watchdog let it expire";
 
 impl Renewer for Inner {
     fn watchdog(&self) -> &Watchdog {
@@ -30,13 +34,13 @@ impl Renewer for Inner {
             .hold_until
             .is_some_and(|h| h.saturating_duration_since(now) <= slack)
         {
-            "maxHold was reached, so the watchdog let it expire"
+            MAX_HOLD_REACHED
         } else if state.auto_renew {
             "its validity ran out before a renewal succeeded"
         } else {
             "its validity ran out (it is not renewed automatically)"
         };
-        self.lose(state, lost(&label, reason));
+        self.lapse(state, lost(&label, reason));
     }
 
     /// Renews a batch of locks with one pipelined round trip per node (per hash
@@ -91,8 +95,7 @@ impl Renewer for Inner {
         let settle = |i: usize, answers: &[NodeAnswer]| {
             let state = &batch[i];
             let renewed = if state.generation() == generations[i] {
-                self.settle(state, answers, started, ttls[i], Lease::Renewal)
-                    .is_ok()
+                settle(&self, state, answers, started, ttls[i], Lease::Renewal).is_ok()
             } else {
                 // A manual extend replaced the lease while this renewal was in flight.
                 true
@@ -160,140 +163,139 @@ enum Lease {
     Extension,
 }
 
-impl Inner {
-    /// Applies one renewal's or extension's answers to a lock (`started`: when
-    /// it was sent; `ttl`: the lease it asked for). `Ok` when the lock was
-    /// renewed; the error says why not, and the lock is lost when it is.
-    fn settle(
-        self: &Arc<Self>,
-        state: &Arc<LockState>,
-        answers: &[NodeAnswer],
-        started: Instant,
-        ttl: Duration,
-        lease: Lease,
-    ) -> Result<()> {
-        let label = state.label();
-        if state.status() != Status::Held {
-            return Err(state
-                .loss()
-                .unwrap_or_else(|| lost(&label, "it was released")));
+/// Applies one renewal's or extension's answers to a lock (`started`: when
+/// it was sent; `ttl`: the lease it asked for). `Ok` when the lock was
+/// renewed; the error says why not, and the lock is lost when it is.
+fn settle(
+    inner: &Arc<Inner>,
+    state: &Arc<LockState>,
+    answers: &[NodeAnswer],
+    started: Instant,
+    ttl: Duration,
+    lease: Lease,
+) -> Result<()> {
+    let label = state.label();
+    if state.status() != Status::Held {
+        return Err(state
+            .loss()
+            .unwrap_or_else(|| lost(&label, "it was released")));
+    }
+    let t = Tally::of(answers);
+    let drift = inner.cfg.drift_for(ttl);
+    let (verdict, deadline) = ops::extend::verdict(answers, started, ttl, drift, Instant::now());
+    match verdict {
+        Renewed::Renewed => {
+            // Each PEXPIRE replaces the key's TTL, so the new deadline replaces the old one.
+            state.set_deadline(deadline);
+            inner.stats.renewed.fetch_add(1, Ordering::Relaxed);
+            Ok(())
         }
-        let t = Tally::of(answers);
-        let deadline = later(started, ttl.saturating_sub(self.cfg.drift_for(ttl)));
-        match quorum::renewed(&t, deadline > Instant::now()) {
-            Renewed::Renewed => {
-                // Each PEXPIRE replaces the key's TTL, so the new deadline replaces the old one.
-                state.set_deadline(deadline);
-                self.stats.renewed.fetch_add(1, Ordering::Relaxed);
-                Ok(())
-            }
-            Renewed::TooLate => {
-                // The keys now carry the new TTL whatever we do: the deadline follows them.
-                state.set_deadline(deadline);
-                let why = lost(
-                    &label,
-                    match lease {
-                        Lease::Renewal => "its renewal was answered too late to leave any validity",
-                        Lease::Extension => {
-                            "the extension was answered too late to leave any validity"
-                        }
-                    },
-                );
-                self.lose(state, why.clone());
-                Err(why)
-            }
-            Renewed::Lost => {
-                let why = lost(
-                    &label,
-                    "its key was deleted or now holds another owner's token",
+        Renewed::TooLate => {
+            // The keys now carry the new TTL whatever we do: the deadline follows them.
+            state.set_deadline(deadline);
+            // A lease cut short to end at maxHold leaves little validity: that is the hold ending.
+            let at_max_hold = state.hold_until.is_some_and(|h| later(started, ttl) >= h);
+            let why = lost(
+                &label,
+                match lease {
+                    _ if at_max_hold => MAX_HOLD_REACHED,
+                    Lease::Renewal => "its renewal was answered too late to leave any validity",
+                    Lease::Extension => "the extension was answered too late to leave any validity",
+                },
+            );
+            inner.lose(state, why.clone());
+            Err(why)
+        }
+        Renewed::Lost => {
+            let why = lost(
+                &label,
+                "its key was deleted or now holds another owner's token",
+            )
+            .with_nodes(inner.reports(answers));
+            inner.lose(state, why.clone());
+            Err(why)
+        }
+        Renewed::NoQuorum => Err(inner
+            .no_quorum(answers, || {
+                format!(
+                    "extend of \"{label}\": {} of {} nodes agreed, {} needed",
+                    t.ok,
+                    t.nodes,
+                    t.needed()
                 )
-                .with_nodes(self.reports(answers));
-                self.lose(state, why.clone());
-                Err(why)
-            }
-            Renewed::NoQuorum => Err(self
-                .no_quorum(answers, || {
-                    format!(
-                        "extend of \"{label}\": {} of {} nodes agreed, {} needed",
-                        t.ok,
-                        t.nodes,
-                        t.needed()
-                    )
-                })
-                .with_key(label.clone())),
-        }
+            })
+            .with_key(label.clone())),
     }
+}
 
-    /// Extends `state`'s lease to `ttl` from now (same token) and makes `ttl`
-    /// the lease the watchdog keeps renewing. Never recreates a missing key.
-    pub async fn extend(self: &Arc<Self>, state: &Arc<LockState>, ttl: Duration) -> Result<()> {
-        let label = state.label();
-        self.ensure_open()?;
-        match state.status() {
-            Status::Held => {}
-            Status::Released => return Err(lost(&label, "it was already released")),
-            Status::Lost => {
-                return Err(state.loss().unwrap_or_else(|| lost(&label, "it was lost")))
-            }
-        }
-        let allowance = self.cfg.drift_for(ttl);
-        if ttl <= allowance {
-            return Err(LockError::out_of_range(
-                "ttl",
-                &format!(
-                    "longer than its clock-drift allowance ({} ms)",
-                    allowance.as_millis()
-                ),
-                ttl.as_millis(),
-            ));
-        }
-        // One PEXPIRE of this lock in flight at a time (see `LockState::lease_guard`).
-        let _lease = state.lease_guard().await;
-        if state.status() != Status::Held {
-            return Err(state
-                .loss()
-                .unwrap_or_else(|| lost(&label, "it was released")));
-        }
-        state.next_generation();
-        let started = Instant::now();
-        let renewal = [Renewal {
-            keys: &state.keys,
-            token: &state.token,
-            ttl_ms: ms_of(ttl),
-        }];
-        let timeout = self.cfg.node_timeout_for(ttl);
-        let answers: Vec<NodeAnswer> = match (state.wait_replicas, self.nodes.as_slice()) {
-            (Some(acked), [node]) => {
-                let (answer, replicas) = node.extend_acked(&renewal[0], timeout, acked).await;
-                state.set_replicas(replicas);
-                state.answers.start(vec![answer.clone()]);
-                vec![answer]
-            }
-            _ => {
-                self.extend_until_decided(&renewal[0], timeout, &state.answers)
-                    .await
-            }
-        };
-        self.extended(state, &answers, started, ttl)
+/// Extends `state`'s lease to `ttl` from now (same token) and makes `ttl`
+/// the lease the watchdog keeps renewing. Never recreates a missing key.
+pub async fn extend(inner: &Arc<Inner>, state: &Arc<LockState>, ttl: Duration) -> Result<()> {
+    let label = state.label();
+    inner.ensure_open()?;
+    match state.status() {
+        Status::Held => {}
+        Status::Released => return Err(lost(&label, "it was already released")),
+        Status::Lost => return Err(state.loss().unwrap_or_else(|| lost(&label, "it was lost"))),
     }
+    let allowance = inner.cfg.drift_for(ttl);
+    if ttl <= allowance {
+        return Err(LockError::out_of_range(
+            "ttl",
+            &format!(
+                "longer than its clock-drift allowance ({} ms)",
+                allowance.as_millis()
+            ),
+            ttl.as_millis(),
+        ));
+    }
+    // One PEXPIRE of this lock in flight at a time (see `LockState::lease_guard`).
+    let _lease = state.lease_guard().await;
+    if state.status() != Status::Held {
+        return Err(state
+            .loss()
+            .unwrap_or_else(|| lost(&label, "it was released")));
+    }
+    state.next_generation();
+    let started = Instant::now();
+    let renewal = [Renewal {
+        keys: &state.keys,
+        token: &state.token,
+        ttl_ms: ms_of(ttl),
+    }];
+    let timeout = inner.cfg.node_timeout_for(ttl);
+    let answers: Vec<NodeAnswer> = match (state.wait_replicas, inner.nodes.as_slice()) {
+        (Some(acked), [node]) => {
+            let (answer, replicas) = node.extend_acked(&renewal[0], timeout, acked).await;
+            state.set_replicas(replicas);
+            state.answers.start(vec![answer.clone()]);
+            vec![answer]
+        }
+        _ => {
+            inner
+                .extend_until_decided(&renewal[0], timeout, &state.answers)
+                .await
+        }
+    };
+    extended(inner, state, &answers, started, ttl)
+}
 
-    /// What a manual extension's answers (decided at quorum) mean: the new
-    /// lease becomes the one renewals keep.
-    pub(crate) fn extended(
-        self: &Arc<Self>,
-        state: &Arc<LockState>,
-        answers: &[NodeAnswer],
-        started: Instant,
-        ttl: Duration,
-    ) -> Result<()> {
-        self.report_faults(answers);
-        self.settle(state, answers, started, ttl, Lease::Extension)?;
-        let every = state
-            .renew_every()
-            .min(ttl / 3)
-            .max(Duration::from_millis(1));
-        state.set_ttl(ttl, every);
-        self.watchdog.reschedule(state.id);
-        Ok(())
-    }
+/// What a manual extension's answers (decided at quorum) mean: the new
+/// lease becomes the one renewals keep.
+pub(crate) fn extended(
+    inner: &Arc<Inner>,
+    state: &Arc<LockState>,
+    answers: &[NodeAnswer],
+    started: Instant,
+    ttl: Duration,
+) -> Result<()> {
+    inner.report_faults(answers);
+    settle(inner, state, answers, started, ttl, Lease::Extension)?;
+    let every = state
+        .renew_every()
+        .min(ttl / 3)
+        .max(Duration::from_millis(1));
+    state.set_ttl(ttl, every);
+    inner.watchdog.reschedule(state.id);
+    Ok(())
 }

@@ -1,6 +1,7 @@
 //! Counting semaphores: at most `limit` permits of one key held at a time,
 //! each holder with its own token and lease. Taking permits is the lock's
-//! acquire loop with the semaphore's script (`acquire/permits.rs`); holders
+//! acquire loop with the semaphore's script (`acquire/permits.rs`; its
+//! permits are `model/kind.rs`); holders
 //! are renewed by the watchdog's batches and released by the lock scripts.
 //! On several nodes (Redlock) the permits are `limit` numbered slots, each a
 //! mutex a majority must grant (`sem_slots.lua`): a count per node would let
@@ -11,59 +12,11 @@ use std::sync::Arc;
 
 use futures_util::future::join_all;
 
-use crate::core::acquire::{Kind, Permits};
-use crate::core::error::{LockError, NodeAnswer, Result};
+use crate::core::error::{NodeAnswer, Result};
 use crate::core::quorum;
 use crate::core::shared::Inner;
 
-/// The largest `limit` accepted: every acquisition counts the holders.
-pub const MAX_LIMIT: u32 = 100_000;
-
-/// Checks a semaphore's `limit` and the `permits` one acquisition asks for.
-pub fn check_permits(limit: u32, permits: u32) -> Result<Permits> {
-    if limit == 0 || limit > MAX_LIMIT {
-        return Err(LockError::out_of_range(
-            "limit",
-            &format!(">= 1 and <= {MAX_LIMIT}"),
-            limit,
-        ));
-    }
-    if permits == 0 || permits > limit {
-        return Err(LockError::out_of_range(
-            "permits",
-            &format!(">= 1 and <= limit ({limit})"),
-            permits,
-        ));
-    }
-    Ok(Permits {
-        limit,
-        permits,
-        kind: Kind::Semaphore,
-    })
-}
-
-/// How many readers a read-write lock admits at once; its writer takes them all.
-pub const READERS: u32 = 10_000;
-
-/// A fair lock: one holder, waiters served in arrival order across processes.
-pub fn fair_permits() -> Permits {
-    Permits {
-        limit: 1,
-        permits: 1,
-        kind: Kind::Fair,
-    }
-}
-
-/// A read-write lock's reader (`write` false) or writer.
-pub fn rw_permits(write: bool) -> Permits {
-    Permits {
-        limit: READERS,
-        permits: if write { READERS } else { 1 },
-        kind: if write { Kind::Write } else { Kind::Read },
-    }
-}
-
-/// What [`Inner::count_permits`] found.
+/// What [`count_permits`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Count {
     /// Permits held, as at least a quorum of nodes counts them.
@@ -108,88 +61,68 @@ fn quorum_holders(lists: &[Vec<String>], needed: usize) -> Count {
     count
 }
 
-impl Inner {
-    /// Counts the permits of the semaphore stored under `key` on every node.
-    pub async fn count_permits(self: &Arc<Self>, key: &str, label: &str) -> Result<Count> {
-        self.ensure_open()?;
-        if self.nodes.len() > 1 {
-            return self.count_slot_holders(key, label).await;
-        }
-        let timeout = self.cfg.command_timeout;
-        let replies = join_all(self.nodes.iter().map(|n| n.count_permits(key, timeout))).await;
-        let mut answers = Vec::with_capacity(replies.len());
-        let mut permits = Vec::new();
-        let mut holders = Vec::new();
-        for reply in replies {
-            match reply {
-                Ok((p, h)) => {
-                    permits.push(p);
-                    holders.push(h);
-                    answers.push(NodeAnswer::Ok);
-                }
-                Err(answer) => answers.push(answer),
-            }
-        }
-        self.report_faults(&answers);
-        if !quorum::reached(&answers) {
-            return Err(self
-                .no_quorum(&answers, || "too few nodes answered the count".to_string())
-                .with_key(label));
-        }
-        let needed = quorum::needed(answers.len());
-        Ok(Count {
-            permits: quorum_value(permits, needed),
-            holders: quorum_value(holders, needed),
-        })
+/// Counts the permits of the semaphore stored under `key` on every node.
+pub(crate) async fn count_permits(inner: &Arc<Inner>, key: &str, label: &str) -> Result<Count> {
+    inner.ensure_open()?;
+    if inner.nodes.len() > 1 {
+        return count_slot_holders(inner, key, label).await;
     }
+    let timeout = inner.cfg.command_timeout;
+    let replies = join_all(inner.nodes.iter().map(|n| n.count_permits(key, timeout))).await;
+    let mut answers = Vec::with_capacity(replies.len());
+    let mut permits = Vec::new();
+    let mut holders = Vec::new();
+    for reply in replies {
+        match reply {
+            Ok((p, h)) => {
+                permits.push(p);
+                holders.push(h);
+                answers.push(NodeAnswer::Ok);
+            }
+            Err(answer) => answers.push(answer),
+        }
+    }
+    inner.report_faults(&answers);
+    if !quorum::reached(&answers) {
+        return Err(inner
+            .no_quorum(&answers, || "too few nodes answered the count".to_string())
+            .with_key(label));
+    }
+    let needed = quorum::needed(answers.len());
+    Ok(Count {
+        permits: quorum_value(permits, needed),
+        holders: quorum_value(holders, needed),
+    })
 }
 
-impl Inner {
-    /// [`Inner::count_permits`] on several nodes: a holder counts where a
-    /// quorum of nodes records it (as a holder's renewals need).
-    async fn count_slot_holders(self: &Arc<Self>, key: &str, label: &str) -> Result<Count> {
-        let timeout = self.cfg.command_timeout;
-        let replies = join_all(self.nodes.iter().map(|n| n.permit_holders(key, timeout))).await;
-        let mut answers = Vec::with_capacity(replies.len());
-        let mut lists = Vec::new();
-        for reply in replies {
-            match reply {
-                Ok(list) => {
-                    lists.push(list);
-                    answers.push(NodeAnswer::Ok);
-                }
-                Err(answer) => answers.push(answer),
+/// [`count_permits`] on several nodes: a holder counts where a
+/// quorum of nodes records it (as a holder's renewals need).
+async fn count_slot_holders(inner: &Arc<Inner>, key: &str, label: &str) -> Result<Count> {
+    let timeout = inner.cfg.command_timeout;
+    let replies = join_all(inner.nodes.iter().map(|n| n.permit_holders(key, timeout))).await;
+    let mut answers = Vec::with_capacity(replies.len());
+    let mut lists = Vec::new();
+    for reply in replies {
+        match reply {
+            Ok(list) => {
+                lists.push(list);
+                answers.push(NodeAnswer::Ok);
             }
+            Err(answer) => answers.push(answer),
         }
-        self.report_faults(&answers);
-        if !quorum::reached(&answers) {
-            return Err(self
-                .no_quorum(&answers, || "too few nodes answered the count".to_string())
-                .with_key(label));
-        }
-        Ok(quorum_holders(&lists, quorum::needed(answers.len())))
     }
+    inner.report_faults(&answers);
+    if !quorum::reached(&answers) {
+        return Err(inner
+            .no_quorum(&answers, || "too few nodes answered the count".to_string())
+            .with_key(label));
+    }
+    Ok(quorum_holders(&lists, quorum::needed(answers.len())))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn permits_are_checked() {
-        assert!(check_permits(0, 1).is_err());
-        assert!(check_permits(3, 0).is_err());
-        assert!(check_permits(3, 4).is_err());
-        assert!(check_permits(MAX_LIMIT + 1, 1).is_err());
-        assert_eq!(
-            check_permits(3, 3).ok(),
-            Some(Permits {
-                limit: 3,
-                permits: 3,
-                kind: Kind::Semaphore
-            })
-        );
-    }
 
     #[test]
     fn a_count_is_what_a_quorum_reports() {

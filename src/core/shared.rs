@@ -1,6 +1,7 @@
 //! What every lock of one client shares: its nodes, settings, watchdog,
 //! waiting queues and counters, and the steps every operation ends with
-//! (report node faults, release, declare a lock lost).
+//! (report node faults, finish the nodes still out in the background, release
+//! and extend at quorum, declare a lock lost).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -8,13 +9,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
+use futures_util::stream::StreamExt;
 use tokio::sync::Notify;
 
 use crate::core::broken;
 use crate::core::config::ClientConfig;
 use crate::core::error::{LockError, NodeAnswer, NodeReport, Result};
-use crate::core::lock_state::LockState;
-use crate::core::node::Node;
+use crate::core::lock_state::{Answers, LockState};
+use crate::core::node::{Node, Renewal};
+use crate::core::quorum::fanout::{Call, FanOut};
 use crate::core::quorum::{self, Released, Tally};
 use crate::core::stats::Stats;
 use crate::core::time::{later, wait_until};
@@ -194,6 +197,87 @@ impl Inner {
         self.release_verdict(state, &answers)
     }
 
+    /// Hands the nodes of `fan` still out to a background task, which
+    /// reports their faults as they come and records each answer in
+    /// `record` (the answers of operation `op`).
+    pub fn finish_in_background<T: Send + 'static>(
+        self: &Arc<Self>,
+        fan: FanOut<T>,
+        record: Option<(Answers, u64)>,
+    ) {
+        let mut rest = fan.into_rest();
+        if rest.is_empty() {
+            return;
+        }
+        let reporter = self.clone();
+        self.in_background(async move {
+            while let Some((i, (answer, _))) = rest.next().await {
+                if answer.is_fault() {
+                    reporter.report_fault(&reporter.nodes[i], &answer);
+                }
+                if let Some((record, op)) = &record {
+                    record.late(*op, i, answer);
+                }
+            }
+        });
+    }
+
+    /// Token-checked release of a lock's keys on every node, answered once a
+    /// quorum deleted them (or, failing that, once every node answered).
+    pub(crate) async fn release_until_decided(
+        self: &Arc<Self>,
+        state: &LockState,
+    ) -> Vec<NodeAnswer> {
+        let timeout = self.cfg.command_timeout;
+        let keys: Arc<[String]> = state.keys.clone().into();
+        let token: Arc<str> = state.token.as_str().into();
+        let calls = (0..self.nodes.len())
+            .map(|i| -> Call<()> {
+                let (inner, keys, token) = (self.clone(), keys.clone(), token.clone());
+                Box::pin(async move { (inner.nodes[i].release(&keys, &token, timeout).await, ()) })
+            })
+            .collect();
+        let mut fan = FanOut::new(calls);
+        fan.until(Tally::agreed).await;
+        let answers = fan.answers();
+        let op = state.answers.start(answers.clone());
+        self.finish_in_background(fan, Some((state.answers.clone(), op)));
+        answers
+    }
+
+    /// One lock's extension on every node, answered once a quorum re-armed
+    /// its keys (or, failing that, once every node answered).
+    pub(crate) async fn extend_until_decided(
+        self: &Arc<Self>,
+        renewal: &Renewal<'_>,
+        timeout: Duration,
+        record: &Answers,
+    ) -> Vec<NodeAnswer> {
+        let keys: Arc<[String]> = renewal.keys.into();
+        let token: Arc<str> = renewal.token.into();
+        let ttl_ms = renewal.ttl_ms;
+        let calls = (0..self.nodes.len())
+            .map(|i| -> Call<()> {
+                let (inner, keys, token) = (self.clone(), keys.clone(), token.clone());
+                Box::pin(async move {
+                    let one = [Renewal {
+                        keys: &keys,
+                        token: &token,
+                        ttl_ms,
+                    }];
+                    let mut answers = inner.nodes[i].extend_batch(&one, timeout).await;
+                    (answers.pop().unwrap_or(NodeAnswer::Timeout), ())
+                })
+            })
+            .collect();
+        let mut fan = FanOut::new(calls);
+        fan.until(Tally::agreed).await;
+        let answers = fan.answers();
+        let op = record.start(answers.clone());
+        self.finish_in_background(fan, Some((record.clone(), op)));
+        answers
+    }
+
     /// What a release's answers (decided at quorum) mean for its caller.
     pub(crate) fn release_verdict(
         &self,
@@ -219,6 +303,18 @@ impl Inner {
     /// Ends a held lock as lost: notifies once, then releases it everywhere
     /// (token-checked, so only what is still ours goes).
     pub fn lose(self: &Arc<Self>, state: &Arc<LockState>, why: LockError) {
+        self.end_lost(state, why, true);
+    }
+
+    /// Ends a held lock whose validity ran out as lost, without the cleanup
+    /// release: its keys expire on their own within the drift, unless another
+    /// client continued them with the token (`adopt`), whose lock they are then.
+    pub fn lapse(self: &Arc<Self>, state: &Arc<LockState>, why: LockError) {
+        // (Broken on purpose, plain-del: a naive lock cleans up whatever happened.)
+        self.end_lost(state, why, broken::cleans_up_lapsed());
+    }
+
+    fn end_lost(self: &Arc<Self>, state: &Arc<LockState>, why: LockError, release: bool) {
         if broken::swallows_losses() {
             // Broken on purpose: keep believing in the lock and keep renewing.
             state.set_deadline(later(Instant::now(), state.ttl()));
@@ -236,6 +332,9 @@ impl Inner {
             error: &why,
         });
         state.notify_ended();
+        if !release {
+            return;
+        }
         let inner = self.clone();
         let state = state.clone();
         self.in_background(async move {

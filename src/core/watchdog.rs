@@ -65,7 +65,17 @@ impl Watchdog {
     }
 
     pub fn watch(&self, state: Arc<LockState>) {
-        let next_renew = later(Instant::now(), state.renew_every());
+        // One interval after the lease began (its deadline less the TTL),
+        // not after it was registered: an acquisition whose reply (or whose
+        // connect) took long has that much less validity left to renew in.
+        let every = state.renew_every();
+        let from_lease = state
+            .deadline()
+            .checked_sub(state.ttl().saturating_sub(every));
+        let next_renew = match from_lease {
+            Some(at) => at.min(later(Instant::now(), every)),
+            None => later(Instant::now(), every),
+        };
         let due = to_us(next_renew.min(state.deadline()));
         sync::lock(&self.entries).insert(
             state.id,

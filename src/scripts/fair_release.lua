@@ -4,7 +4,10 @@
 -- its place holds, announced on the channel ARGV[2] .. KEYS[1] as
 -- '>' .. token .. ' ' .. the number of the attempt that last renewed the place,
 -- so that waiter is woken already holding the lock (and knows the hand-off
--- came after that attempt, and before any later one). With nobody
+-- came after that attempt, and before any later one). A waiter whose place
+-- asks for a fence (fencing: "<ttl>:<n>:f") gets the next value of the key's
+-- fence counter KEYS[3] with the key, announced as a third word
+-- ('>' .. token .. ' ' .. n .. ' ' .. fence). With nobody
 -- waiting the key is deleted and the release announced with the token, as
 -- for a plain lock. No announcement when ARGV[2] is empty (a cluster); pcall,
 -- because an ACL user without channel rights must still be able to release.
@@ -29,10 +32,14 @@ while true do
   end
   local place = redis.call('GETDEL', KEYS[2] .. ':' .. next)
   if place then
-    local ttl, n = string.match(place, '^(%d+):?(%d*)$')
+    local ttl, n, fenced = string.match(place, '^(%d+):?(%d*):?(f?)$')
     if ttl then
       redis.call('SET', KEYS[1], next, 'PX', ttl)
-      announce('>' .. next .. ' ' .. n)
+      if fenced == 'f' then
+        announce('>' .. next .. ' ' .. n .. ' ' .. redis.call('INCR', KEYS[3]))
+      else
+        announce('>' .. next .. ' ' .. n)
+      end
       return 1
     end
   end

@@ -20,7 +20,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use lockdog::core::{AcquireOptions, ClientConfig};
+use lockdog::core::{AcquireOptions, Client, ClientConfig};
 
 static NEXT_PREFIX: AtomicU64 = AtomicU64::new(0);
 
@@ -42,6 +42,33 @@ pub fn opts(ttl_ms: u64) -> AcquireOptions {
     let mut o = AcquireOptions::default();
     o.ttl = Some(Duration::from_millis(ttl_ms));
     o
+}
+
+/// Acquire options with a ttl and no automatic renewal.
+pub fn unrenewed(ttl_ms: u64) -> AcquireOptions {
+    let mut o = opts(ttl_ms);
+    o.auto_renew = Some(false);
+    o
+}
+
+/// Acquire options with a ttl that wait for a held lock up to `wait_ms` in all,
+/// `delay_ms` plus up to `jitter_ms` between attempts.
+pub fn waiting(ttl_ms: u64, wait_ms: u64, delay_ms: u64, jitter_ms: u64) -> AcquireOptions {
+    let mut o = opts(ttl_ms);
+    o.wait_timeout = Some(ms(wait_ms));
+    o.retry_delay = Some(ms(delay_ms));
+    o.retry_jitter = Some(ms(jitter_ms));
+    o
+}
+
+/// The fixture most single-node tests start from: a redis-server, a client on
+/// it with a key prefix of its own, and the full key of `name` under that prefix.
+pub fn one_node(name: &str) -> (RedisServer, Client, String) {
+    let server = RedisServer::start();
+    let cfg = config(&[&server]);
+    let key = format!("{}{name}", cfg.key_prefix);
+    let locks = Client::new(cfg, None).expect("valid client config");
+    (server, locks, key)
 }
 
 pub fn ms(n: u64) -> Duration {

@@ -4,14 +4,29 @@
 //! there: no thread hop. Connections open on a thread of their own and are
 //! handed over once ready; until then, and whenever one breaks, operations
 //! take the tokio path. State is per JS thread (workers have their own loops).
+//!
+//! `reactor` holds a thread's loop, deadline timer and teardown, `conn` one
+//! connection's poll handle, `clients` each client's connections, `ops` the
+//! operations' promises (the operations themselves are `core::fast`'s), and
+//! `runtime` tells Node's own loop from the runtimes that only mimic it.
 
 #[cfg(unix)]
-mod unix;
+mod clients;
+#[cfg(unix)]
+mod conn;
+#[cfg(unix)]
+mod ops;
+#[cfg(unix)]
+mod reactor;
+#[cfg(unix)]
+mod runtime;
 #[cfg(unix)]
 mod uv;
 
 #[cfg(unix)]
-pub use unix::{acquire, extend, forget, register, release, retire};
+pub use clients::{forget, register, retire};
+#[cfg(unix)]
+pub use ops::{acquire, extend, release};
 
 #[cfg(not(unix))]
 mod off {
@@ -22,7 +37,9 @@ mod off {
     use crate::binding::lock::NativeLock;
     use crate::core::{self as core, Lock, Request};
 
-    pub fn register(_: &Env, _: &core::Client) {}
+    pub fn register(_: &Env, _: &core::Client) -> bool {
+        false
+    }
     pub fn forget(_: &core::Client) {}
     pub fn retire(_: &core::Client) {}
     pub fn acquire<'env>(

@@ -5,45 +5,27 @@
 //! waiting (aborted, timed out) leaves the line at once. Locks take the key
 //! only at the head of the line; a semaphore's or read-write lock's permits
 //! are taken only when they fit beside those of every earlier waiter.
+//!
+//! With fencing, a fair lock's fence counter goes up wherever the key changes
+//! hands: an attempt that takes it increments it, and so does a release that
+//! hands it to a waiter whose place asks for a fence; the new holder learns
+//! the value from the attempt's reply or the hand-off notice (or, where no
+//! notice reaches it, from its next attempt, which finds the key already
+//! holding its token and reads the counter as it stands). Permits take no
+//! fence.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 
-use super::permits::beside;
-use super::{Attempt, Kind, Permits};
 use crate::core::config::AcquireSpec;
 use crate::core::error::NodeAnswer;
-use crate::core::lock_state::Answers;
+use crate::core::keys;
+use crate::core::model::{line_keys, Attempt, FairLease, Kind, Permits};
 use crate::core::quorum;
 use crate::core::shared::Inner;
 use crate::core::time::ms_of;
-
-/// The same permits, served in arrival order.
-pub fn fair(p: Permits) -> Permits {
-    Permits {
-        kind: Kind::FairPermits,
-        ..p
-    }
-}
-
-/// The line's two keys for `key`, in its hash slot: places by arrival, and their leases.
-pub fn line_keys(key: &str) -> [String; 2] {
-    [beside(key, "line"), beside(key, "line:lease")]
-}
-
-/// One fair attempt's keys and leases on a node.
-pub struct FairLease<'a> {
-    pub key: &'a str,
-    pub line: &'a [String; 2],
-    pub token: &'a str,
-    pub ttl_ms: u64,
-    /// How long the caller's place lasts unless renewed (0: one attempt, no place).
-    pub place_ms: u64,
-    /// The caller's attempt number (fair locks), stored with its place.
-    pub attempt: u64,
-}
 
 /// How long a waiter's place lasts unless its next attempt renews it: a waiter
 /// pauses at most retryDelay + retryJitter between attempts, and the floor
@@ -58,97 +40,94 @@ fn place_ms(spec: &AcquireSpec) -> u64 {
         .max(2_000)
 }
 
-impl Inner {
-    /// One fair attempt on every node (one node, or a cluster). A lock that a
-    /// release already handed to this waiter needs no attempt at all.
-    pub(super) async fn attempt_fair(
-        &self,
-        p: Permits,
-        key: &str,
-        token: &str,
-        spec: &AcquireSpec,
-    ) -> Attempt {
-        if p.kind == Kind::Fair {
-            if let Some(handed) = self.handed_over(key, token, spec) {
-                return handed;
-            }
-        }
-        let line = line_keys(key);
-        let place_ms = place_ms(spec);
-        // Numbered while in line (the waiter's LinePlace forgets the count).
-        let attempt = if p.kind == Kind::Fair && place_ms > 0 {
-            self.waiters.next_attempt(token)
-        } else {
-            0
-        };
-        let lease = FairLease {
-            key,
-            line: &line,
-            token,
-            ttl_ms: ms_of(spec.ttl),
-            place_ms,
-            attempt,
-        };
-        let timeout = self.cfg.node_timeout_for(spec.ttl);
-        let cons = join_all(self.nodes.iter().map(|n| n.connection())).await;
-        let sent = cons.iter().map(Result::is_ok).collect();
-        let started = Instant::now();
-        let lease = &lease;
-        let answers = join_all(self.nodes.iter().zip(cons).map(|(node, con)| async move {
-            match con {
-                Ok(mut con) if p.kind == Kind::Fair => {
-                    node.acquire_fair(&mut con, lease, timeout).await
-                }
-                Ok(mut con) => {
-                    node.acquire_fair_permits(&mut con, lease, p.limit, timeout)
-                        .await
-                }
-                Err(answer) => answer,
-            }
-        }))
-        .await;
-        if attempt > 0 && matches!(answers.as_slice(), [NodeAnswer::Held { .. }]) {
-            // Any hand-off to this waiter comes after this attempt was sent.
-            self.waiters.still_waiting(token, attempt, started);
-        }
-        Attempt {
-            record: Answers::of(answers.clone()),
-            answers,
-            fence: 0,
-            started,
-            replicas: None,
-            sent,
-            stray: Vec::new(),
-            member: None,
+/// One fair attempt on every node (one node, or a cluster). A lock that a
+/// release already handed to this waiter needs no attempt at all; a lock's
+/// attempt with fencing carries the highest fence granted.
+pub(super) async fn attempt_fair(
+    inner: &Inner,
+    p: Permits,
+    key: &str,
+    token: &str,
+    spec: &AcquireSpec,
+) -> Attempt {
+    if p.kind == Kind::Fair {
+        if let Some(handed) = handed_over(inner, key, token, spec) {
+            return handed;
         }
     }
+    let line = line_keys(key);
+    let fence = (p.kind == Kind::Fair && inner.cfg.fencing).then(|| keys::fence_key(key));
+    let place_ms = place_ms(spec);
+    // Numbered while in line (the waiter's LinePlace forgets the count).
+    let attempt = if p.kind == Kind::Fair && place_ms > 0 {
+        inner.waiters.next_attempt(token)
+    } else {
+        0
+    };
+    let lease = FairLease {
+        key,
+        line: &line,
+        token,
+        ttl_ms: ms_of(spec.ttl),
+        place_ms,
+        attempt,
+        fence: fence.as_deref(),
+    };
+    let timeout = inner.cfg.node_timeout_for(spec.ttl);
+    let cons = join_all(inner.nodes.iter().map(|n| n.connection())).await;
+    let sent = cons.iter().map(Result::is_ok).collect();
+    let started = Instant::now();
+    let lease = &lease;
+    let replies = join_all(inner.nodes.iter().zip(cons).map(|(node, con)| async move {
+        match con {
+            Ok(mut con) if p.kind == Kind::Fair => {
+                node.acquire_fair(&mut con, lease, timeout).await
+            }
+            Ok(mut con) => (
+                node.acquire_fair_permits(&mut con, lease, p.limit, timeout)
+                    .await,
+                0,
+            ),
+            Err(answer) => (answer, 0),
+        }
+    }))
+    .await;
+    let (answers, fences): (Vec<NodeAnswer>, Vec<i64>) = replies.into_iter().unzip();
+    if attempt > 0 && matches!(answers.as_slice(), [NodeAnswer::Held { .. }]) {
+        // Any hand-off to this waiter comes after this attempt was sent.
+        inner.waiters.still_waiting(token, attempt, started);
+    }
+    let mut attempt = Attempt::answered(answers, started, sent);
+    attempt.fence = fences.into_iter().max().unwrap_or(0);
+    attempt
+}
 
-    /// The lock a release handed to this waiter, as an attempt that won: its
-    /// validity counts from the attempt the hand-off came after (it was sent
-    /// before the key was set). `None` when no hand-off came, when it is stale
-    /// (a later attempt found us waiting), or when that attempt is too long
-    /// ago to leave half the TTL (then a real attempt re-arms the key, which
-    /// holds our token if the hand-off still stands).
-    fn handed_over(&self, key: &str, token: &str, spec: &AcquireSpec) -> Option<Attempt> {
-        if self.nodes.len() != 1 {
-            return None;
-        }
-        let since = self.waiters.handed_over(key, token)?;
-        let validity = quorum::validity(spec.ttl, since.elapsed(), self.cfg.drift_for(spec.ttl));
-        if validity < spec.min_validity.max(spec.ttl / 2) {
-            return None;
-        }
-        Some(Attempt {
-            record: Answers::of(vec![NodeAnswer::Ok]),
-            answers: vec![NodeAnswer::Ok],
-            fence: 0,
-            started: since,
-            replicas: None,
-            sent: vec![true],
-            stray: Vec::new(),
-            member: None,
-        })
+/// The lock a release handed to this waiter, as an attempt that won: its
+/// validity counts from the attempt the hand-off came after (it was sent
+/// before the key was set), its fence is the one the notice carried. `None`
+/// when no hand-off came, when it is stale (a later attempt found us
+/// waiting), when that attempt is too long ago to leave half the TTL, or
+/// when fencing is on and the notice carried no fence (then a real attempt
+/// re-arms the key, which holds our token if the hand-off still stands, and
+/// reads the fence).
+fn handed_over(inner: &Inner, key: &str, token: &str, spec: &AcquireSpec) -> Option<Attempt> {
+    if inner.nodes.len() != 1 {
+        return None;
     }
+    let handed = inner.waiters.handed_over(key, token)?;
+    let fence = match (inner.cfg.fencing, handed.fence) {
+        (true, None) => return None,
+        (true, Some(fence)) => fence,
+        (false, _) => 0,
+    };
+    let since = handed.since;
+    let validity = quorum::validity(spec.ttl, since.elapsed(), inner.cfg.drift_for(spec.ttl));
+    if validity < spec.min_validity.max(spec.ttl / 2) {
+        return None;
+    }
+    let mut attempt = Attempt::answered(vec![NodeAnswer::Ok], since, vec![true]);
+    attempt.fence = fence;
+    Some(attempt)
 }
 
 /// A fair waiter's place in the line: unless the acquisition won, dropping it
@@ -176,7 +155,7 @@ impl LinePlace {
         timeout: Duration,
     ) -> Option<LinePlace> {
         permits
-            .filter(|p| matches!(p.kind, Kind::Fair | Kind::FairPermits) && place_ms(spec) > 0)
+            .filter(|p| p.kind.is_fair() && place_ms(spec) > 0)
             .map(|p| LinePlace {
                 inner: inner.clone(),
                 lock: p.kind == Kind::Fair,

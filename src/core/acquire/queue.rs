@@ -11,69 +11,76 @@ use futures_util::future::join_all;
 use crate::core::keys::channel;
 use crate::core::node::NoticeSink;
 use crate::core::shared::Inner;
-use crate::core::waiters::Place;
+use crate::core::waiters::{Arrival, Place};
 
-impl Inner {
-    /// Joins the queue for `key` as the waiter holding `token`; the first
-    /// local waiter subscribes to its release notices on every node, waiting
-    /// for that at most `timeout`.
-    pub(super) async fn queue_up(
-        self: &Arc<Self>,
-        key: &str,
-        token: &str,
-        timeout: Duration,
-    ) -> Queued {
-        let joined = self.waiters.join_as(key, token);
-        let queued = Queued {
-            inner: self.clone(),
-            key: key.to_string(),
-            place: joined.place,
-            heard: joined.heard.clone(),
-        };
-        let heard = joined.heard;
-        if joined.first {
-            // The subscription runs on its own, so a node slow to answer delays
-            // this waiter no longer than it would have slept anyway; a node that
-            // cannot push leaves its waiters to their retry timers.
-            let inner = self.clone();
-            let channel = channel(key);
-            let subscribing = tokio::spawn(async move {
-                let limit = inner.cfg.connect_timeout.max(inner.cfg.command_timeout);
-                let waiters = Arc::downgrade(&inner.waiters);
-                let sink: NoticeSink = Arc::new(move |channel: &[u8], message: &[u8]| {
-                    if let Some(w) = waiters.upgrade() {
-                        w.on_message(channel, message);
-                    }
-                });
-                let live = join_all(
-                    inner
-                        .nodes
-                        .iter()
-                        .map(|n| n.subscribe(&channel, &sink, limit)),
-                )
-                .await;
-                // Waiters may now sleep until the holder's lease ends: its
-                // release, on any node, wakes them first.
-                if live.iter().all(|&l| l) {
-                    heard.store(true, Ordering::Release);
+/// Joins the queue for `key` as the waiter holding `token`, by its place
+/// in call order (its `arrival`, else behind everyone); the first
+/// local waiter subscribes to its release notices on every node, waiting
+/// for that at most `timeout`.
+pub(super) async fn queue_up(
+    inner: &Arc<Inner>,
+    key: &str,
+    token: &str,
+    arrival: Option<&Arrival>,
+    timeout: Duration,
+) -> Queued {
+    let joined = inner
+        .waiters
+        .join_in_turn(key, token, arrival.map(Arrival::seq));
+    if let Some(arrival) = arrival {
+        // Queued: the next caller of this client may try now (it queues behind).
+        arrival.answered();
+    }
+    let queued = Queued {
+        inner: inner.clone(),
+        key: key.to_string(),
+        place: joined.place,
+        heard: joined.heard.clone(),
+    };
+    let heard = joined.heard;
+    if joined.first {
+        // The subscription runs on its own, so a node slow to answer delays
+        // this waiter no longer than it would have slept anyway; a node that
+        // cannot push leaves its waiters to their retry timers.
+        let inner = inner.clone();
+        let channel = channel(key);
+        let subscribing = tokio::spawn(async move {
+            let limit = inner.cfg.connect_timeout.max(inner.cfg.command_timeout);
+            let waiters = Arc::downgrade(&inner.waiters);
+            let sink: NoticeSink = Arc::new(move |channel: &[u8], message: &[u8]| {
+                if let Some(w) = waiters.upgrade() {
+                    w.on_message(channel, message);
                 }
             });
-            let _ = tokio::time::timeout(timeout, subscribing).await;
-        }
-        queued
+            let live = join_all(
+                inner
+                    .nodes
+                    .iter()
+                    .map(|n| n.subscribe(&channel, &sink, limit)),
+            )
+            .await;
+            // Waiters may now sleep until the holder's lease ends: its
+            // release, on any node, wakes them first.
+            if live.iter().all(|&l| l) {
+                heard.store(true, Ordering::Release);
+            }
+        });
+        let _ = tokio::time::timeout(timeout, subscribing).await;
     }
+    queued
+}
 
-    /// Ends the subscription to `key`'s release notices unless a waiter came back.
-    async fn unsubscribe(&self, key: &str) {
-        let channel = channel(key);
-        let timeout = self.cfg.command_timeout;
-        join_all(
-            self.nodes
-                .iter()
-                .map(|n| n.unsubscribe(&channel, || self.waiters.waiting(key), timeout)),
-        )
-        .await;
-    }
+/// Ends the subscription to `key`'s release notices unless a waiter came back.
+async fn unsubscribe(inner: &Inner, key: &str) {
+    let channel = channel(key);
+    let timeout = inner.cfg.command_timeout;
+    join_all(
+        inner
+            .nodes
+            .iter()
+            .map(|n| n.unsubscribe(&channel, || inner.waiters.waiting(key), timeout)),
+    )
+    .await;
 }
 
 /// A caller's place in the queue for a key; leaving it (on drop) ends the
@@ -100,7 +107,7 @@ impl Drop for Queued {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let inner = self.inner.clone();
             let key = std::mem::take(&mut self.key);
-            runtime.spawn(async move { inner.unsubscribe(&key).await });
+            runtime.spawn(async move { unsubscribe(&inner, &key).await });
         }
     }
 }

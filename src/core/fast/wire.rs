@@ -1,176 +1,71 @@
 //! One fast connection's transport, free of any event loop: a non-blocking
 //! socket, the bytes still to write, and the replies owed in order (a FIFO of
 //! callbacks). Whoever polls the socket calls [`Wire::on_readable`] and
-//! [`Wire::on_writable`]; [`Wire::expire`] enforces the deadlines.
+//! [`Wire::on_writable`]; [`Wire::expire`] enforces the deadlines. The
+//! fast path's NOSCRIPT recovery lives here: a script call answered NOSCRIPT
+//! is sent again once, as EVAL (one script body per flush).
 
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::io;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use redis::{ConnectionAddr, ConnectionInfo, Value, ValueCodec};
-use tokio_util::codec::Decoder;
 
+use super::resp;
+use super::socket::Socket;
 use crate::core::error::NodeAnswer;
+use crate::core::ops::{Answer, Reply};
+use crate::core::scripts::Call;
 
-/// What a command came back with: a reply, or the node's fault.
-pub type Reply = Result<Value, NodeAnswer>;
 /// Runs once with the reply of the command it was sent with.
-pub type OnReply = Box<dyn FnOnce(Reply)>;
+pub type OnReply = Box<dyn FnOnce(Answer)>;
 /// Replies to hand out once the connection is no longer borrowed.
-pub type Done = Vec<(OnReply, Reply)>;
+pub type Done = Vec<(OnReply, Answer)>;
 
-/// A connected socket.
-pub enum Socket {
-    Tcp(TcpStream),
-    #[cfg(unix)]
-    Unix(std::os::unix::net::UnixStream),
+/// A script call (EVALSHA, packed once and shared by every node it goes
+/// to) and the script's source, for the EVAL sent if a node answers NOSCRIPT.
+pub struct Script {
+    evalsha: Vec<u8>,
+    source: &'static str,
 }
 
-impl Socket {
-    #[cfg(unix)]
-    pub fn raw_fd(&self) -> i32 {
-        use std::os::unix::io::AsRawFd;
-        match self {
-            Socket::Tcp(s) => s.as_raw_fd(),
-            Socket::Unix(s) => s.as_raw_fd(),
-        }
+/// What every EVALSHA packed by redis-rs starts with after its `*N\r\n`.
+const EVALSHA_HEAD: usize = "$7\r\nEVALSHA\r\n$40\r\n".len() + 40 + 2;
+
+impl Script {
+    pub fn new(evalsha: Vec<u8>, source: &'static str) -> Script {
+        Script { evalsha, source }
     }
 
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Socket::Tcp(s) => s.read(buf),
-            #[cfg(unix)]
-            Socket::Unix(s) => s.read(buf),
-        }
+    /// `call` packed as EVALSHA; `None` for a script without a known source.
+    pub fn of(call: &Call<'_>) -> Option<Script> {
+        Some(Script::new(call.evalsha(), call.source()?))
     }
 
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Socket::Tcp(s) => s.write(buf),
-            #[cfg(unix)]
-            Socket::Unix(s) => s.write(buf),
-        }
+    pub fn evalsha(&self) -> &[u8] {
+        &self.evalsha
     }
 
-    fn set_timeouts(&self, t: Duration) -> io::Result<()> {
-        let t = Some(t.max(Duration::from_millis(1)));
-        match self {
-            Socket::Tcp(s) => s.set_read_timeout(t).and_then(|_| s.set_write_timeout(t)),
-            #[cfg(unix)]
-            Socket::Unix(s) => s.set_read_timeout(t).and_then(|_| s.set_write_timeout(t)),
+    /// The same call as EVAL with the source (built only when needed); none
+    /// without a source.
+    pub(crate) fn eval(&self) -> Option<Vec<u8>> {
+        if self.source.is_empty() {
+            return None;
         }
-    }
-
-    fn set_nonblocking(&self) -> io::Result<()> {
-        match self {
-            Socket::Tcp(s) => s.set_nonblocking(true),
-            #[cfg(unix)]
-            Socket::Unix(s) => s.set_nonblocking(true),
+        let count_end = self.evalsha.windows(2).position(|w| w == b"\r\n")? + 2;
+        let rest = self.evalsha.get(count_end + EVALSHA_HEAD..)?;
+        if !self.evalsha[count_end..].starts_with(b"$7\r\nEVALSHA\r\n") {
+            return None;
         }
-    }
-}
-
-/// The name a fast connection gives itself (`CLIENT SETNAME`).
-pub const CLIENT_NAME: &str = "lockdog-fast";
-
-/// Opens a plain connection to `info` with blocking I/O, all within `timeout`:
-/// connect, then AUTH and SELECT as the URL asks. The socket comes back
-/// non-blocking, ready to be polled.
-pub fn connect(info: &ConnectionInfo, timeout: Duration) -> Result<Socket, String> {
-    let deadline = Instant::now() + timeout;
-    let left = || deadline.saturating_duration_since(Instant::now());
-    let mut sock = match info.addr() {
-        ConnectionAddr::Tcp(host, port) => {
-            let addrs = (host.as_str(), *port)
-                .to_socket_addrs()
-                .map_err(|e| e.to_string())?;
-            let mut last = "no address".to_string();
-            let mut found = None;
-            for addr in addrs {
-                match TcpStream::connect_timeout(&addr, left().max(Duration::from_millis(1))) {
-                    Ok(s) => {
-                        found = Some(s);
-                        break;
-                    }
-                    Err(e) => last = e.to_string(),
-                }
-            }
-            let s = found.ok_or(last)?;
-            let _ = s.set_nodelay(true);
-            Socket::Tcp(s)
-        }
-        #[cfg(unix)]
-        ConnectionAddr::Unix(path) => {
-            Socket::Unix(std::os::unix::net::UnixStream::connect(path).map_err(|e| e.to_string())?)
-        }
-        _ => return Err("not a plain connection".into()),
-    };
-    let settings = info.redis_settings();
-    let mut hello = Vec::new();
-    if let Some(password) = settings.password() {
-        let mut auth = redis::cmd("AUTH");
-        if let Some(user) = settings.username() {
-            auth.arg(user);
-        }
-        hello.push(auth.arg(password).get_packed_command());
-    }
-    if settings.db() != 0 {
-        hello.push(redis::cmd("SELECT").arg(settings.db()).get_packed_command());
-    }
-    // Named so that operators (and `CLIENT LIST`) can tell it apart; a
-    // refusal (ACL) changes nothing.
-    let name = redis::cmd("CLIENT")
-        .arg("SETNAME")
-        .arg(CLIENT_NAME)
-        .get_packed_command();
-    let mut codec = ValueCodec::default();
-    let mut buf = BytesMut::with_capacity(256);
-    let must = hello.len();
-    for (i, cmd) in hello.into_iter().chain([name]).enumerate() {
-        sock.set_timeouts(left()).map_err(|e| e.to_string())?;
-        write_all(&mut sock, &cmd).map_err(|e| e.to_string())?;
-        match read_one(&mut sock, &mut codec, &mut buf)? {
-            Value::ServerError(e) if i < must => {
-                return Err(format!("{} {}", e.code(), e.details().unwrap_or_default()))
-            }
-            _ => continue,
-        }
-    }
-    sock.set_nonblocking().map_err(|e| e.to_string())?;
-    Ok(sock)
-}
-
-fn write_all(sock: &mut Socket, mut bytes: &[u8]) -> io::Result<()> {
-    while !bytes.is_empty() {
-        match sock.write(bytes) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => bytes = &bytes[n..],
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-/// One reply, with blocking reads (the connect's handshake).
-fn read_one(
-    sock: &mut Socket,
-    codec: &mut ValueCodec,
-    buf: &mut BytesMut,
-) -> Result<Value, String> {
-    loop {
-        if let Some(v) = codec.decode(buf).map_err(|e| e.to_string())? {
-            return Ok(v);
-        }
-        let mut chunk = [0u8; 512];
-        match sock.read(&mut chunk) {
-            Ok(0) => return Err("connection closed during the handshake".into()),
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e.to_string()),
-        }
+        let mut eval = Vec::with_capacity(self.source.len() + self.evalsha.len());
+        eval.extend_from_slice(&self.evalsha[..count_end]);
+        eval.extend_from_slice(b"$4\r\nEVAL\r\n");
+        eval.extend_from_slice(format!("${}\r\n", self.source.len()).as_bytes());
+        eval.extend_from_slice(self.source.as_bytes());
+        eval.extend_from_slice(b"\r\n");
+        eval.extend_from_slice(rest);
+        Some(eval)
     }
 }
 
@@ -179,8 +74,12 @@ struct Pending {
     deadline: Instant,
     /// `None` once its deadline passed: the reply is read and dropped.
     on_reply: Option<OnReply>,
-    /// Sent instead if the node answers NOSCRIPT (an EVAL with the script body).
-    retry: Option<Vec<u8>>,
+    /// A script call, sent again if the node answers NOSCRIPT.
+    retry: Option<Arc<Script>>,
+    /// Its place in the order of commands sent on this connection.
+    seq: u64,
+    /// How long its reply may take (a NOSCRIPT's resend gets as long again).
+    bound: Duration,
 }
 
 /// Replies given up on that a connection may still owe before it is closed.
@@ -191,10 +90,16 @@ pub struct Wire {
     sock: Socket,
     out: Vec<u8>,
     inb: BytesMut,
-    codec: ValueCodec,
     pending: VecDeque<Pending>,
     abandoned: usize,
     broken: bool,
+    /// Commands sent so far (the next one's `seq`).
+    sent: u64,
+    /// Per script source: the `seq` of the last EVAL this connection sent
+    /// after a NOSCRIPT. A call sent before it and answered NOSCRIPT goes
+    /// again as EVALSHA (it now runs after that EVAL): one script body per
+    /// flush, however many calls were in flight.
+    reloaded: Vec<(&'static str, u64)>,
 }
 
 impl Wire {
@@ -203,11 +108,37 @@ impl Wire {
             sock,
             out: Vec::new(),
             inb: BytesMut::with_capacity(4096),
-            codec: ValueCodec::default(),
             pending: VecDeque::new(),
             abandoned: 0,
             broken: false,
+            sent: 0,
+            reloaded: Vec::new(),
         }
+    }
+
+    fn next_seq(&mut self) -> u64 {
+        self.sent += 1;
+        self.sent
+    }
+
+    /// What to send again for `script`, whose call `seq` was answered NOSCRIPT.
+    fn resend(&mut self, script: &Script, seq: u64, next: u64) -> Option<Vec<u8>> {
+        let source = script.source;
+        let at = self
+            .reloaded
+            .iter()
+            .position(|(s, _)| std::ptr::eq(*s, source));
+        if let Some(i) = at {
+            if self.reloaded[i].1 > seq {
+                return Some(script.evalsha.clone());
+            }
+        }
+        let eval = script.eval()?;
+        match at {
+            Some(i) => self.reloaded[i].1 = next,
+            None => self.reloaded.push((source, next)),
+        }
+        Some(eval)
     }
 
     pub fn socket(&self) -> &Socket {
@@ -217,6 +148,11 @@ impl Wire {
     /// Cut, timed out or out of step: never used again.
     pub fn is_broken(&self) -> bool {
         self.broken
+    }
+
+    /// Replies owed (waited for or not).
+    pub fn in_flight(&self) -> usize {
+        self.pending.len()
     }
 
     /// No reply is owed.
@@ -245,25 +181,56 @@ impl Wire {
     }
 
     /// Sends `cmd` (packed); `on_reply` runs with its reply, or with the
-    /// node's fault. `retry` is sent instead on a NOSCRIPT reply.
-    pub fn send(
+    /// node's fault.
+    pub fn send(&mut self, cmd: &[u8], deadline: Instant, on_reply: OnReply, done: &mut Done) {
+        self.send_command(cmd, None, deadline, on_reply, done)
+    }
+
+    /// Sends a script call; on NOSCRIPT it goes again, answered in turn.
+    pub fn send_script(
+        &mut self,
+        script: Arc<Script>,
+        deadline: Instant,
+        on_reply: OnReply,
+        done: &mut Done,
+    ) {
+        self.out.extend_from_slice(&script.evalsha);
+        self.queue(Some(script), deadline, on_reply, done);
+    }
+
+    fn send_command(
         &mut self,
         cmd: &[u8],
-        retry: Option<Vec<u8>>,
+        retry: Option<Arc<Script>>,
+        deadline: Instant,
+        on_reply: OnReply,
+        done: &mut Done,
+    ) {
+        self.out.extend_from_slice(cmd);
+        self.queue(retry, deadline, on_reply, done);
+    }
+
+    /// Owes the reply to the command just put in `out`.
+    fn queue(
+        &mut self,
+        retry: Option<Arc<Script>>,
         deadline: Instant,
         on_reply: OnReply,
         done: &mut Done,
     ) {
         if self.broken {
+            self.out.clear();
             done.push((on_reply, Err(cut("the connection is closed"))));
             return;
         }
+        let seq = self.next_seq();
         self.pending.push_back(Pending {
             deadline,
             on_reply: Some(on_reply),
             retry,
+            seq,
+            bound: deadline.saturating_duration_since(Instant::now()),
         });
-        self.out.extend_from_slice(cmd);
         self.flush(done);
     }
 
@@ -324,7 +291,7 @@ impl Wire {
         }
         let mut resend = false;
         loop {
-            match self.codec.decode(&mut self.inb) {
+            match resp::decode(&mut self.inb) {
                 Ok(Some(value)) => {
                     let Some(p) = self.pending.pop_front() else {
                         self.fail(cut("a reply nobody asked for"), done);
@@ -334,18 +301,29 @@ impl Wire {
                         self.abandoned = self.abandoned.saturating_sub(1);
                         continue;
                     };
-                    match (value, p.retry) {
-                        (Value::ServerError(e), Some(eval)) if e.code() == "NOSCRIPT" => {
-                            // Nothing ran: send the script itself, answered in turn.
-                            self.out.extend_from_slice(&eval);
+                    let again = match (&value, &p.retry) {
+                        (Reply::NoScript, Some(script)) => {
+                            let next = self.sent + 1;
+                            self.resend(script, p.seq, next)
+                        }
+                        _ => None,
+                    };
+                    match again {
+                        Some(cmd) => {
+                            // Nothing ran: sent again, answered in turn (once).
+                            self.out.extend_from_slice(&cmd);
+                            // A command of its own: its reply has the bound again.
+                            let seq = self.next_seq();
                             self.pending.push_back(Pending {
-                                deadline: p.deadline,
+                                deadline: Instant::now() + p.bound,
                                 on_reply: Some(on_reply),
                                 retry: None,
+                                seq,
+                                bound: p.bound,
                             });
                             resend = true;
                         }
-                        (value, _) => done.push((on_reply, Ok(value))),
+                        None => done.push((on_reply, Ok(value))),
                     }
                 }
                 Ok(None) => break,
@@ -378,6 +356,16 @@ impl Wire {
         }
     }
 
+    /// Gives the connection up without answering anyone (its environment is
+    /// gone): what was owed is handed back to be dropped, and the socket is
+    /// shut so the server sees it close at once.
+    pub fn abandon(&mut self) -> Vec<OnReply> {
+        self.broken = true;
+        self.out.clear();
+        self.sock.shutdown();
+        self.pending.drain(..).filter_map(|p| p.on_reply).collect()
+    }
+
     /// Breaks the connection: every reply owed becomes `answer`.
     pub fn fail(&mut self, answer: NodeAnswer, done: &mut Done) {
         self.broken = true;
@@ -394,162 +382,6 @@ fn cut(why: &str) -> NodeAnswer {
     NodeAnswer::Unreachable(why.to_string().into())
 }
 
-/// Turns an error reply into the node's answer, worded as on the tokio path.
-pub fn error_reply(value: &Value) -> Option<NodeAnswer> {
-    match value {
-        Value::ServerError(e) => Some(NodeAnswer::ErrorReply(
-            format!("{} {}", e.code(), e.details().unwrap_or_default()).into(),
-        )),
-        _ => None,
-    }
-}
-
 #[cfg(all(test, unix))]
-mod tests {
-    use std::cell::RefCell;
-    use std::io::{Read, Write};
-    use std::os::unix::net::UnixStream;
-    use std::rc::Rc;
-
-    use super::*;
-
-    /// A wire on one end of a socket pair; the test plays the server.
-    fn pair() -> (Wire, UnixStream) {
-        let (a, b) = UnixStream::pair().expect("socketpair");
-        a.set_nonblocking(true).expect("nonblocking");
-        (Wire::new(Socket::Unix(a)), b)
-    }
-
-    type Seen = Rc<RefCell<Vec<(usize, Reply)>>>;
-
-    fn recorder(seen: &Seen, i: usize) -> OnReply {
-        let seen = seen.clone();
-        Box::new(move |reply| seen.borrow_mut().push((i, reply)))
-    }
-
-    fn later() -> Instant {
-        Instant::now() + Duration::from_secs(60)
-    }
-
-    fn run(done: Done) {
-        for (f, r) in done {
-            f(r)
-        }
-    }
-
-    fn read_all(server: &mut UnixStream, n: usize) -> Vec<u8> {
-        let mut buf = vec![0; n];
-        server.read_exact(&mut buf).expect("read");
-        buf
-    }
-
-    #[test]
-    fn replies_go_to_their_commands_in_order_even_in_pieces() {
-        let (mut wire, mut server) = pair();
-        let seen = Seen::default();
-        let mut done = Done::new();
-        wire.send(b"A", None, later(), recorder(&seen, 1), &mut done);
-        wire.send(b"B", None, later(), recorder(&seen, 2), &mut done);
-        assert_eq!(read_all(&mut server, 2), b"AB");
-        server.write_all(b":1\r\n:2").expect("write");
-        wire.on_readable(&mut done);
-        run(std::mem::take(&mut done));
-        assert_eq!(seen.borrow().len(), 1);
-        server.write_all(b"2\r\n").expect("write");
-        wire.on_readable(&mut done);
-        run(done);
-        let seen = seen.borrow();
-        assert!(matches!(seen[0], (1, Ok(Value::Int(1)))));
-        assert!(matches!(seen[1], (2, Ok(Value::Int(22)))));
-        assert!(wire.is_idle() && !wire.is_broken());
-    }
-
-    #[test]
-    fn noscript_sends_the_script_itself_once() {
-        let (mut wire, mut server) = pair();
-        let seen = Seen::default();
-        let mut done = Done::new();
-        wire.send(
-            b"SHA",
-            Some(b"EVAL".to_vec()),
-            later(),
-            recorder(&seen, 1),
-            &mut done,
-        );
-        assert_eq!(read_all(&mut server, 3), b"SHA");
-        server
-            .write_all(b"-NOSCRIPT No matching script\r\n")
-            .expect("write");
-        wire.on_readable(&mut done);
-        assert!(done.is_empty(), "not answered yet");
-        assert_eq!(read_all(&mut server, 4), b"EVAL");
-        server.write_all(b":7\r\n").expect("write");
-        wire.on_readable(&mut done);
-        run(done);
-        assert!(matches!(seen.borrow()[0], (1, Ok(Value::Int(7)))));
-    }
-
-    #[test]
-    fn an_error_reply_is_the_nodes_error() {
-        let (mut wire, mut server) = pair();
-        let seen = Seen::default();
-        let mut done = Done::new();
-        wire.send(b"X", None, later(), recorder(&seen, 1), &mut done);
-        server.write_all(b"-WRONGTYPE bad\r\n").expect("write");
-        wire.on_readable(&mut done);
-        run(done);
-        let seen = seen.borrow();
-        let Ok(value) = &seen[0].1 else {
-            panic!("a reply")
-        };
-        let answer = error_reply(value).expect("an error reply");
-        assert!(matches!(&answer, NodeAnswer::ErrorReply(m) if m.text() == "WRONGTYPE bad"));
-    }
-
-    #[test]
-    fn a_cut_fails_every_command_owed() {
-        let (mut wire, server) = pair();
-        let seen = Seen::default();
-        let mut done = Done::new();
-        wire.send(b"A", None, later(), recorder(&seen, 1), &mut done);
-        wire.send(b"B", None, later(), recorder(&seen, 2), &mut done);
-        drop(server);
-        wire.on_readable(&mut done);
-        run(done);
-        assert!(wire.is_broken());
-        let seen = seen.borrow();
-        assert_eq!(seen.len(), 2);
-        assert!(seen
-            .iter()
-            .all(|(_, r)| matches!(r, Err(NodeAnswer::Unreachable(_)))));
-        let mut done = Done::new();
-        wire.send(b"C", None, later(), Box::new(|_| {}), &mut done);
-        assert!(matches!(done[0].1, Err(NodeAnswer::Unreachable(_))));
-    }
-
-    #[test]
-    fn a_deadline_answers_timeout_and_the_connection_stays_in_step() {
-        let (mut wire, mut server) = pair();
-        let seen = Seen::default();
-        let mut done = Done::new();
-        let soon = Instant::now() + Duration::from_millis(5);
-        wire.send(b"A", None, soon, recorder(&seen, 1), &mut done);
-        wire.send(b"B", None, later(), recorder(&seen, 2), &mut done);
-        assert_eq!(wire.next_deadline(), Some(soon));
-        wire.expire(Instant::now(), &mut done);
-        assert!(done.is_empty(), "not due yet");
-        wire.expire(soon, &mut done);
-        run(std::mem::take(&mut done));
-        assert!(matches!(seen.borrow()[0], (1, Err(NodeAnswer::Timeout))));
-        assert!(!wire.is_broken());
-        assert_eq!(read_all(&mut server, 2), b"AB");
-        // The late reply to A is dropped; B gets its own.
-        server.write_all(b":1\r\n:2\r\n").expect("write");
-        wire.on_readable(&mut done);
-        run(done);
-        let seen = seen.borrow();
-        assert_eq!(seen.len(), 2);
-        assert!(matches!(seen[1], (2, Ok(Value::Int(2)))));
-        assert!(wire.is_idle());
-    }
-}
+#[path = "wire_tests.rs"]
+mod tests;

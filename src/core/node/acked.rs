@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use tokio::sync::{Mutex, MutexGuard};
 
-use super::ops::{bounded, extend_on, fault};
+use super::renewals::extend_on;
+use super::reply::{bounded, fault};
 use super::{Connection, Node, Renewal, Target};
 use crate::core::error::NodeAnswer;
 
@@ -30,98 +31,96 @@ impl Pool {
 
 type Held<'a> = (MutexGuard<'a, Option<Connection>>, Connection);
 
-impl Node {
-    /// A free connection for replica-acknowledged writes (opened on first use,
-    /// within the connect timeout).
-    async fn acked_connection(&self) -> Result<Held<'_>, NodeAnswer> {
-        if matches!(self.target, Target::Cluster(_)) {
-            return Err(NodeAnswer::ErrorReply(
-                "waitReplicas needs a single master".into(),
-            ));
-        }
-        let mut place = match self.acked.0.iter().find_map(|m| m.try_lock().ok()) {
-            Some(place) => place,
-            None => self.acked.0[0].lock().await,
-        };
-        if self.is_closed() {
-            return Err(NodeAnswer::Unreachable("the client is closed".into()));
-        }
-        if place.as_ref().is_some_and(|c| self.is_stale(c)) {
-            *place = None; // the master moved: follow it
-        }
-        if place.is_none() {
-            // WAIT may block for its whole timeout: the reply deadline is ours
-            // (the shared config sets no response timeout of its own).
-            let opened = match &self.target {
-                Target::Single(client, config) => tokio::time::timeout(
-                    self.connect_timeout,
-                    client.get_connection_manager_with_config(config.clone()),
-                )
-                .await
-                .map(|r| r.map(Connection::Single)),
-                Target::Sentinel(s) => tokio::time::timeout(self.connect_timeout, s.open())
-                    .await
-                    .map(|r| r.map(Connection::Sentinel)),
-                Target::Cluster(_) => return Err(NodeAnswer::Timeout),
-            };
-            match opened {
-                Ok(Ok(con)) => *place = Some(con),
-                Ok(Err(e)) => return Err(fault(e)),
-                Err(_) => return Err(NodeAnswer::Timeout),
-            }
-        }
-        let con = place.clone().ok_or(NodeAnswer::Timeout)?;
-        Ok((place, con))
+/// A free connection for replica-acknowledged writes (opened on first use,
+/// within the connect timeout).
+async fn acked_connection(node: &Node) -> Result<Held<'_>, NodeAnswer> {
+    if matches!(node.target, Target::Cluster(_)) {
+        return Err(NodeAnswer::ErrorReply(
+            "waitReplicas needs a single master".into(),
+        ));
     }
-
-    /// The acquire script, then `WAIT replicas wait`, on a connection of their
-    /// own. The third value is how many replicas acknowledged (`None` when the
-    /// lock was not taken or WAIT failed).
-    pub async fn acquire_acked(
-        &self,
-        keys: &[String],
-        locked: usize,
-        token: &str,
-        ttl_ms: u64,
-        timeout: Duration,
-        (replicas, wait): (u32, Duration),
-    ) -> (NodeAnswer, i64, Option<u32>) {
-        let (_place, mut con) = match self.acked_connection().await {
-            Ok(got) => got,
-            Err(answer) => return (answer, 0, None),
-        };
-        let (answer, fence) = self
-            .acquire(&mut con, keys, locked, token, ttl_ms, timeout)
-            .await;
-        if answer != NodeAnswer::Ok {
-            return (answer, fence, None);
-        }
-        let acked = wait_replicas(&mut con, replicas, wait, timeout).await;
-        (answer, fence, acked)
+    let mut place = match node.acked.0.iter().find_map(|m| m.try_lock().ok()) {
+        Some(place) => place,
+        None => node.acked.0[0].lock().await,
+    };
+    if node.is_closed() {
+        return Err(NodeAnswer::Unreachable("the client is closed".into()));
     }
-
-    /// [`Node::extend_batch`] for one lock, then `WAIT`, on a connection of their own.
-    pub async fn extend_acked(
-        &self,
-        renewal: &Renewal<'_>,
-        timeout: Duration,
-        (replicas, wait): (u32, Duration),
-    ) -> (NodeAnswer, Option<u32>) {
-        let (_place, mut con) = match self.acked_connection().await {
-            Ok(got) => got,
-            Err(answer) => return (answer, None),
-        };
-        let batch = std::slice::from_ref(renewal);
-        let answer = extend_on(&mut con, batch, timeout)
+    if place.as_ref().is_some_and(|c| node.is_stale(c)) {
+        *place = None; // the master moved: follow it
+    }
+    if place.is_none() {
+        // WAIT may block for its whole timeout: the reply deadline is ours
+        // (the shared config sets no response timeout of its own).
+        let opened = match &node.target {
+            Target::Single(client, config) => tokio::time::timeout(
+                node.connect_timeout,
+                client.get_connection_manager_with_config(config.clone()),
+            )
             .await
-            .pop()
-            .unwrap_or(NodeAnswer::Timeout);
-        if answer != NodeAnswer::Ok {
-            return (answer, None);
+            .map(|r| r.map(Connection::Single)),
+            Target::Sentinel(s) => tokio::time::timeout(node.connect_timeout, s.open())
+                .await
+                .map(|r| r.map(Connection::Sentinel)),
+            Target::Cluster(_) => return Err(NodeAnswer::Timeout),
+        };
+        match opened {
+            Ok(Ok(con)) => *place = Some(con),
+            Ok(Err(e)) => return Err(fault(e)),
+            Err(_) => return Err(NodeAnswer::Timeout),
         }
-        let acked = wait_replicas(&mut con, replicas, wait, timeout).await;
-        (answer, acked)
     }
+    let con = place.clone().ok_or(NodeAnswer::Timeout)?;
+    Ok((place, con))
+}
+
+/// The acquire script, then `WAIT replicas wait`, on a connection of their
+/// own. The third value is how many replicas acknowledged (`None` when the
+/// lock was not taken or WAIT failed).
+pub(super) async fn acquire_acked(
+    node: &Node,
+    keys: &[String],
+    locked: usize,
+    token: &str,
+    ttl_ms: u64,
+    timeout: Duration,
+    (replicas, wait): (u32, Duration),
+) -> (NodeAnswer, i64, Option<u32>) {
+    let (_place, mut con) = match acked_connection(node).await {
+        Ok(got) => got,
+        Err(answer) => return (answer, 0, None),
+    };
+    let (answer, fence) = node
+        .acquire(&mut con, keys, locked, token, ttl_ms, timeout)
+        .await;
+    if answer != NodeAnswer::Ok {
+        return (answer, fence, None);
+    }
+    let acked = wait_replicas(&mut con, replicas, wait, timeout).await;
+    (answer, fence, acked)
+}
+
+/// [`Node::extend_batch`] for one lock, then `WAIT`, on a connection of their own.
+pub(super) async fn extend_acked(
+    node: &Node,
+    renewal: &Renewal<'_>,
+    timeout: Duration,
+    (replicas, wait): (u32, Duration),
+) -> (NodeAnswer, Option<u32>) {
+    let (_place, mut con) = match acked_connection(node).await {
+        Ok(got) => got,
+        Err(answer) => return (answer, None),
+    };
+    let batch = std::slice::from_ref(renewal);
+    let answer = extend_on(&mut con, batch, None, timeout)
+        .await
+        .pop()
+        .unwrap_or(NodeAnswer::Timeout);
+    if answer != NodeAnswer::Ok {
+        return (answer, None);
+    }
+    let acked = wait_replicas(&mut con, replicas, wait, timeout).await;
+    (answer, acked)
 }
 
 /// `WAIT replicas wait_ms`: how many replicas acknowledged the writes this

@@ -4,7 +4,9 @@
 //! reduced to a [`NodeAnswer`].
 //!
 //! `connect` parses URLs and TLS material, `sentinel` finds and follows a
-//! Sentinel-named master, `ops` runs the scripts, `notices` subscribes to
+//! Sentinel-named master, `ops` runs the operations of `core::ops` (and
+//! `renewals` the watchdog's batches), `reply` reads redis-rs results as
+//! their replies, `notices` subscribes to
 //! release notices and `acked` writes and `WAIT`s for replicas.
 
 mod acked;
@@ -13,9 +15,11 @@ mod fair;
 mod notices;
 mod ops;
 mod permits;
+mod renewals;
+pub mod reply;
 mod sentinel;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -25,13 +29,14 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Client, Cmd, Pipeline, RedisFuture, Value};
 
+use crate::core::config::{ClientConfig, NodeSpec, SentinelConfig};
 use crate::core::error::{Fault, NodeAnswer};
 use crate::core::sync;
 
+pub use crate::core::ops::permits::SlotReply;
+pub use crate::core::ops::renew::Renewal;
 pub use fair::FAIR_TOKEN;
 pub use notices::NoticeSink;
-pub use ops::Renewal;
-pub use permits::SlotReply;
 pub use sentinel::MasterConnection;
 
 /// What a node connects to.
@@ -93,10 +98,15 @@ pub struct Node {
     target: Target,
     connect_timeout: Duration,
     current: RwLock<Option<Connection>>,
+    /// The scripts sent on `current` so far (one bit each, see
+    /// `scripts::source_of`): the first call of each goes as EVAL.
+    scripts_sent: AtomicU32,
     /// The connect in progress, shared by every caller waiting for it. It runs
     /// as its own task, so a caller that stops waiting does not cancel it.
     connecting: Mutex<Option<Connecting>>,
-    closed: AtomicBool,
+    /// Shared with connects in progress: one that completes after the node
+    /// closed drops its connection.
+    closed: Arc<AtomicBool>,
     /// A second connection, opened when a caller first waits for a key held
     /// here, that only subscribes to release notices (RESP3 push messages).
     notices: tokio::sync::Mutex<notices::Notices>,
@@ -108,14 +118,35 @@ pub struct Node {
 type Connecting = Shared<BoxFuture<'static, Result<Connection, NodeAnswer>>>;
 
 impl Node {
+    /// One member of `cfg`'s quorum (no I/O; see `connect`).
+    pub fn for_spec(spec: &NodeSpec, cfg: &ClientConfig) -> crate::core::error::Result<Node> {
+        connect::for_spec(spec, cfg)
+    }
+
+    /// The master that the sentinels of `cfg` name (no I/O): resolved on first
+    /// use and again after a failover.
+    pub fn for_sentinel(
+        cfg: &SentinelConfig,
+        connect_timeout: Duration,
+    ) -> crate::core::error::Result<Node> {
+        connect::for_sentinel(cfg, connect_timeout)
+    }
+
+    /// The `host:port` addresses (or socket paths) this node was given: a
+    /// master's one, a cluster's seeds.
+    pub fn addresses(&self) -> Vec<&str> {
+        connect::addresses(self)
+    }
+
     fn new(name: String, target: Target, connect_timeout: Duration) -> Node {
         Node {
             name,
             target,
             connect_timeout,
             current: RwLock::new(None),
+            scripts_sent: AtomicU32::new(0),
             connecting: Mutex::new(None),
-            closed: AtomicBool::new(false),
+            closed: Arc::new(AtomicBool::new(false)),
             notices: tokio::sync::Mutex::new(notices::Notices::Unused),
             acked: Default::default(),
         }
@@ -174,7 +205,15 @@ impl Node {
             match &*slot {
                 Some(pending) => pending.clone(),
                 None => {
-                    let task = tokio::spawn(open(self.target.clone(), self.connect_timeout));
+                    let (target, timeout) = (self.target.clone(), self.connect_timeout);
+                    let closed = self.closed.clone();
+                    let task = tokio::spawn(async move {
+                        let con = open(target, timeout).await?;
+                        if closed.load(Ordering::Acquire) {
+                            return Err(NodeAnswer::Unreachable("the client is closed".into()));
+                        }
+                        Ok(con)
+                    });
                     let pending: Connecting = async move {
                         task.await.unwrap_or_else(|_| {
                             Err(NodeAnswer::Unreachable("the connect task failed".into()))
@@ -197,6 +236,7 @@ impl Node {
         if let Ok(con) = &result {
             let mut current = sync::write(&self.current);
             if current.is_none() && !self.is_closed() {
+                self.scripts_sent.store(0, Ordering::Release);
                 *current = Some(con.clone());
             }
         }
@@ -216,6 +256,9 @@ impl Node {
     pub fn disconnect(&self) {
         self.closed.store(true, Ordering::Release);
         *sync::write(&self.current) = None;
+        // A connect whose callers all stopped waiting keeps its connection
+        // in the shared result: let it go too.
+        *sync::lock(&self.connecting) = None;
         if let Target::Sentinel(s) = &self.target {
             s.close();
         }
@@ -257,7 +300,7 @@ async fn open(target: Target, timeout: Duration) -> Result<Connection, NodeAnswe
     };
     match tokio::time::timeout(timeout, opening).await {
         Ok(Ok(con)) => Ok(con),
-        Ok(Err(e)) => Err(ops::fault(e)),
+        Ok(Err(e)) => Err(reply::fault(e)),
         Err(_) => Err(NodeAnswer::Unreachable(
             format!("no connection within {} ms", timeout.as_millis()).into(),
         )),

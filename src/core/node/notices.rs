@@ -31,151 +31,162 @@ pub(super) enum Notices {
 /// Where notices go: called with (channel, message) for every one received.
 pub type NoticeSink = Arc<dyn Fn(&[u8], &[u8]) + Send + Sync>;
 
-impl Node {
-    /// Subscribes to release notices for `channel`, opening the notice
-    /// connection on first use; notices go to `sink`. False when this node
-    /// cannot deliver them (the caller then relies on its retry timer).
-    pub async fn subscribe(&self, channel: &str, sink: &NoticeSink, timeout: Duration) -> bool {
-        let (client, config) = match &self.target {
-            Target::Single(client, config) => (client, config),
-            Target::Sentinel(s) => {
-                return self.subscribe_following(s, channel, sink, timeout).await
-            }
-            Target::Cluster(_) => return false,
-        };
-        let mut notices = self.notices.lock().await;
-        if self.is_closed() {
+/// Subscribes to release notices for `channel`, opening the notice
+/// connection on first use; notices go to `sink`. False when this node
+/// cannot deliver them (the caller then relies on its retry timer).
+pub(super) async fn subscribe(
+    node: &Node,
+    channel: &str,
+    sink: &NoticeSink,
+    timeout: Duration,
+) -> bool {
+    let (client, config) = match &node.target {
+        Target::Single(client, config) => (client, config),
+        Target::Sentinel(s) => return subscribe_following(node, s, channel, sink, timeout).await,
+        Target::Cluster(_) => return false,
+    };
+    let mut notices = node.notices.lock().await;
+    if node.is_closed() {
+        return false;
+    }
+    if matches!(*notices, Notices::Unused) {
+        let info = client.get_connection_info().clone();
+        let redis = info
+            .redis_settings()
+            .clone()
+            .set_protocol(ProtocolVersion::RESP3);
+        let Ok(resp3) = Client::open(info.set_redis_settings(redis)) else {
+            *notices = Notices::Unsupported;
             return false;
-        }
-        if matches!(*notices, Notices::Unused) {
-            let info = client.get_connection_info().clone();
-            let redis = info
-                .redis_settings()
-                .clone()
-                .set_protocol(ProtocolVersion::RESP3);
-            let Ok(resp3) = Client::open(info.set_redis_settings(redis)) else {
+        };
+        let config = config
+            .clone()
+            .set_automatic_resubscription()
+            .set_push_sender(deliver(sink.clone(), None));
+        match tokio::time::timeout(timeout, resp3.get_connection_manager_with_config(config)).await
+        {
+            // close() ran meanwhile: drop the new connection at once.
+            Ok(Ok(_)) if node.is_closed() => return false,
+            Ok(Ok(con)) => *notices = Notices::Open(con),
+            // A server without HELLO 3 will not learn it on a retry.
+            Ok(Err(e))
+                if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) =>
+            {
                 *notices = Notices::Unsupported;
                 return false;
-            };
-            let config = config
-                .clone()
-                .set_automatic_resubscription()
-                .set_push_sender(deliver(sink.clone(), None));
-            match tokio::time::timeout(timeout, resp3.get_connection_manager_with_config(config))
-                .await
+            }
+            _ => return false,
+        }
+    }
+    let Notices::Open(con) = &mut *notices else {
+        return false;
+    };
+    let subscribed = matches!(
+        tokio::time::timeout(timeout, con.subscribe(channel)).await,
+        Ok(Ok(()))
+    );
+    if node.is_closed() {
+        // close() ran meanwhile and could not take the connection: it goes now.
+        *notices = Notices::Unsupported;
+        return false;
+    }
+    subscribed
+}
+
+/// [`Node::subscribe`] on the master the sentinels name.
+async fn subscribe_following(
+    node: &Node,
+    sentinel: &Sentinel,
+    channel: &str,
+    sink: &NoticeSink,
+    timeout: Duration,
+) -> bool {
+    let mut notices = node.notices.lock().await;
+    if node.is_closed() {
+        return false;
+    }
+    let reopen = match &*notices {
+        Notices::Following { epoch, broken, .. } => {
+            *epoch != sentinel.epoch() || broken.load(Ordering::Acquire)
+        }
+        Notices::Unused => true,
+        Notices::Open(_) | Notices::Unsupported => return false,
+    };
+    if reopen {
+        let channels = match std::mem::replace(&mut *notices, Notices::Unused) {
+            Notices::Following { channels, .. } => channels,
+            _ => HashSet::new(),
+        };
+        let broken = Arc::new(AtomicBool::new(false));
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(None)
+            .set_push_sender(deliver(sink.clone(), Some(broken.clone())));
+        let opening = sentinel.open_with(ProtocolVersion::RESP3, config);
+        match tokio::time::timeout(timeout, opening).await {
+            Ok(Ok(_)) if node.is_closed() => return false,
+            Ok(Ok((mut con, epoch))) => {
+                // The waiters of these channels still wait: subscribe them here.
+                for ch in &channels {
+                    let _ = tokio::time::timeout(timeout, con.subscribe(ch)).await;
+                }
+                *notices = Notices::Following {
+                    con,
+                    epoch,
+                    broken,
+                    channels,
+                };
+            }
+            Ok(Err(e))
+                if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) =>
             {
-                // close() ran meanwhile: drop the new connection at once.
-                Ok(Ok(_)) if self.is_closed() => return false,
-                Ok(Ok(con)) => *notices = Notices::Open(con),
-                // A server without HELLO 3 will not learn it on a retry.
-                Ok(Err(e))
-                    if e.kind()
-                        == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) =>
-                {
-                    *notices = Notices::Unsupported;
-                    return false;
-                }
-                _ => return false,
+                *notices = Notices::Unsupported;
+                return false;
             }
+            _ => return false,
         }
-        let Notices::Open(con) = &mut *notices else {
-            return false;
-        };
-        matches!(
-            tokio::time::timeout(timeout, con.subscribe(channel)).await,
-            Ok(Ok(()))
-        )
     }
-
-    /// [`Node::subscribe`] on the master the sentinels name.
-    async fn subscribe_following(
-        &self,
-        sentinel: &Sentinel,
-        channel: &str,
-        sink: &NoticeSink,
-        timeout: Duration,
-    ) -> bool {
-        let mut notices = self.notices.lock().await;
-        if self.is_closed() {
-            return false;
-        }
-        let reopen = match &*notices {
-            Notices::Following { epoch, broken, .. } => {
-                *epoch != sentinel.epoch() || broken.load(Ordering::Acquire)
-            }
-            Notices::Unused => true,
-            Notices::Open(_) | Notices::Unsupported => return false,
-        };
-        if reopen {
-            let channels = match std::mem::replace(&mut *notices, Notices::Unused) {
-                Notices::Following { channels, .. } => channels,
-                _ => HashSet::new(),
-            };
-            let broken = Arc::new(AtomicBool::new(false));
-            let config = AsyncConnectionConfig::new()
-                .set_connection_timeout(Some(timeout))
-                .set_response_timeout(None)
-                .set_push_sender(deliver(sink.clone(), Some(broken.clone())));
-            let opening = sentinel.open_with(ProtocolVersion::RESP3, config);
-            match tokio::time::timeout(timeout, opening).await {
-                Ok(Ok(_)) if self.is_closed() => return false,
-                Ok(Ok((mut con, epoch))) => {
-                    // The waiters of these channels still wait: subscribe them here.
-                    for ch in &channels {
-                        let _ = tokio::time::timeout(timeout, con.subscribe(ch)).await;
-                    }
-                    *notices = Notices::Following {
-                        con,
-                        epoch,
-                        broken,
-                        channels,
-                    };
-                }
-                Ok(Err(e))
-                    if e.kind()
-                        == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) =>
-                {
-                    *notices = Notices::Unsupported;
-                    return false;
-                }
-                _ => return false,
-            }
-        }
-        let Notices::Following { con, channels, .. } = &mut *notices else {
-            return false;
-        };
-        let subscribed = matches!(
-            tokio::time::timeout(timeout, con.subscribe(channel)).await,
-            Ok(Ok(()))
-        );
-        if subscribed {
-            channels.insert(channel.to_string());
-        }
-        subscribed
+    let Notices::Following { con, channels, .. } = &mut *notices else {
+        return false;
+    };
+    let subscribed = matches!(
+        tokio::time::timeout(timeout, con.subscribe(channel)).await,
+        Ok(Ok(()))
+    );
+    if subscribed {
+        channels.insert(channel.to_string());
     }
+    if node.is_closed() {
+        *notices = Notices::Unsupported;
+        return false;
+    }
+    subscribed
+}
 
-    /// Ends the subscription to `channel` unless `still_wanted()` says a new
-    /// waiter came meanwhile (checked under the same lock a subscribe takes).
-    pub async fn unsubscribe(
-        &self,
-        channel: &str,
-        still_wanted: impl Fn() -> bool,
-        timeout: Duration,
-    ) {
-        let mut notices = self.notices.lock().await;
-        if still_wanted() {
-            return;
+/// Ends the subscription to `channel` unless `still_wanted()` says a new
+/// waiter came meanwhile (checked under the same lock a subscribe takes).
+pub(super) async fn unsubscribe(
+    node: &Node,
+    channel: &str,
+    still_wanted: impl Fn() -> bool,
+    timeout: Duration,
+) {
+    let mut notices = node.notices.lock().await;
+    if still_wanted() {
+        return;
+    }
+    match &mut *notices {
+        Notices::Open(con) => {
+            let _ = tokio::time::timeout(timeout, con.unsubscribe(channel)).await;
         }
-        match &mut *notices {
-            Notices::Open(con) => {
-                let _ = tokio::time::timeout(timeout, con.unsubscribe(channel)).await;
-            }
-            Notices::Following { con, channels, .. } => {
-                channels.remove(channel);
-                let _ = tokio::time::timeout(timeout, con.unsubscribe(channel)).await;
-            }
-            _ => {}
+        Notices::Following { con, channels, .. } => {
+            channels.remove(channel);
+            let _ = tokio::time::timeout(timeout, con.unsubscribe(channel)).await;
         }
+        _ => {}
+    }
+    if node.is_closed() {
+        *notices = Notices::Unsupported;
     }
 }
 

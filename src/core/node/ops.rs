@@ -1,29 +1,35 @@
-//! The lock operations on one node: the scripts, the batched renewal and its
-//! recovery from a flushed script cache (NOSCRIPT), each bounded by a timeout.
+//! Every operation on one node over tokio, the one place of `Node`'s
+//! operation methods (the connection's own are in `mod.rs`): the lock
+//! operations' calls and readings come from `core::ops` (written once for
+//! both transports) and run here on the node's shared connection; fair
+//! locks, permits, replica-acknowledged writes and release notices are the
+//! free functions of `fair`, `permits`, `acked` and `notices`. Each is
+//! bounded by a timeout.
+//!
+//! A script goes out as itself (EVAL) the first time on a node's shared
+//! connection: that runs it and caches it for the EVALSHAs sent after it on
+//! the same connection (a connection runs commands in order), so a fresh or
+//! restarted server costs no extra round trip. An EVALSHA answered NOSCRIPT
+//! (the cache was flushed, or the server restarted under the connection) ran
+//! nothing: it is sent again once as EVAL (`reply::recovering`), one more
+//! round trip, each bounded as one command.
 
-use std::collections::BTreeMap;
-use std::ops::Range;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use futures_util::future::join_all;
-use redis::{Cmd, RedisError, Value};
+use redis::aio::ConnectionLike;
+use redis::FromRedisValue;
 
-use super::{Connection, Node};
+use super::notices::NoticeSink;
+use super::reply::{answer_of, bounded, is_noscript, recovering};
+use super::{acked, fair, notices, permits, renewals, Connection, Node};
 use crate::core::broken;
-use crate::core::error::{Fault, NodeAnswer};
-use crate::core::keys::{key_slot, CHANNEL_PREFIX};
-use crate::core::scripts;
-
-/// Most keys one renewal script touches: Redis runs a script without
-/// interruption, so a larger batch is cut into several calls (pipelined).
-pub const MAX_RENEWAL_KEYS: usize = 1_000;
-
-/// What one node needs for a renewal inside a batch.
-pub struct Renewal<'a> {
-    pub keys: &'a [String],
-    pub token: &'a str,
-    pub ttl_ms: u64,
-}
+use crate::core::error::NodeAnswer;
+use crate::core::keys::CHANNEL_PREFIX;
+use crate::core::model::{FairLease, Lease, Permits};
+use crate::core::ops::permits::SlotReply;
+use crate::core::ops::{self, renew::Renewal, Answer, Reply};
+use crate::core::scripts::{self, Call};
 
 impl Node {
     /// Runs the acquire script. `keys` holds the `locked` lock keys, then their
@@ -38,29 +44,12 @@ impl Node {
         ttl_ms: u64,
         timeout: Duration,
     ) -> (NodeAnswer, i64) {
-        let mut invocation = scripts::ACQUIRE.key(keys);
-        invocation.arg(token).arg(ttl_ms).arg(locked);
-        let call = invocation.invoke_async::<Vec<i64>>(con);
-        match bounded(timeout, call).await {
-            Ok(reply) => match reply.as_slice() {
-                [1, fence, ..] => (NodeAnswer::Ok, *fence),
-                [0, pttl, ..] => (
-                    NodeAnswer::Held {
-                        pttl_ms: u64::try_from(*pttl).ok(),
-                    },
-                    0,
-                ),
-                _ => (
-                    NodeAnswer::ErrorReply(format!("unexpected acquire reply {reply:?}").into()),
-                    0,
-                ),
-            },
-            Err(answer) => (answer, 0),
-        }
+        let call = ops::acquire::call(keys, locked, token, ttl_ms);
+        ops::acquire::answer(self.run(con, &call, timeout).await)
     }
 
     pub async fn release(&self, keys: &[String], token: &str, timeout: Duration) -> NodeAnswer {
-        if let ([key], true) = (keys, crate::core::acquire::is_slot_attempt(token)) {
+        if let ([key], true) = (keys, crate::core::model::is_slot_attempt(token)) {
             // An attempt at a semaphore on several nodes: its members name slots.
             return self.undo_slots(key, token, "", timeout).await;
         }
@@ -77,7 +66,6 @@ impl Node {
         if let ([key], true) = (keys, token.starts_with(super::FAIR_TOKEN)) {
             return self.release_fair(key, token, false, timeout).await;
         }
-        let mut invocation = scripts::RELEASE.key(keys);
         // A cluster would broadcast every notice to all its nodes, and its
         // waiters do not subscribe: no notices there.
         let notices = if self.is_cluster() {
@@ -85,13 +73,8 @@ impl Node {
         } else {
             CHANNEL_PREFIX
         };
-        invocation.arg(token).arg(notices);
-        let call = invocation.invoke_async::<i64>(&mut con);
-        match bounded(timeout, call).await {
-            Ok(n) if n == keys.len() as i64 => NodeAnswer::Ok,
-            Ok(_) => NodeAnswer::NotHeld,
-            Err(answer) => answer,
-        }
+        let call = ops::release::call(keys, token, notices);
+        ops::release::answer(self.run(&mut con, &call, timeout).await, keys.len())
     }
 
     /// Reads a lock key without changing it: its value, its PTTL and its fence counter.
@@ -122,11 +105,156 @@ impl Node {
         }
     }
 
+    /// The acquire script, then `WAIT replicas wait`, on a connection of their
+    /// own. The third value is how many replicas acknowledged (`None` when the
+    /// lock was not taken or WAIT failed).
+    pub async fn acquire_acked(
+        &self,
+        keys: &[String],
+        locked: usize,
+        token: &str,
+        ttl_ms: u64,
+        timeout: Duration,
+        acked: (u32, Duration),
+    ) -> (NodeAnswer, i64, Option<u32>) {
+        acked::acquire_acked(self, keys, locked, token, ttl_ms, timeout, acked).await
+    }
+
+    /// [`Node::extend_batch`] for one lock, then `WAIT`, on a connection of their own.
+    pub async fn extend_acked(
+        &self,
+        renewal: &Renewal<'_>,
+        timeout: Duration,
+        acked: (u32, Duration),
+    ) -> (NodeAnswer, Option<u32>) {
+        acked::extend_acked(self, renewal, timeout, acked).await
+    }
+
+    /// Runs the fair lock's script: `Ok` when taken (or handed over already),
+    /// with the fence (0 without fencing); `Held` while another owner holds
+    /// the key or an earlier waiter is alive, its "remaining TTL" then the
+    /// time by which the place must be renewed.
+    pub async fn acquire_fair(
+        &self,
+        con: &mut Connection,
+        lease: &FairLease<'_>,
+        timeout: Duration,
+    ) -> (NodeAnswer, i64) {
+        fair::acquire_fair(self, con, lease, timeout).await
+    }
+
+    /// Releases a fair lock: the key goes straight to the first live waiter in
+    /// line (or is deleted when nobody waits). With `leave`, a caller that does
+    /// not hold it leaves the line instead.
+    pub async fn release_fair(
+        &self,
+        key: &str,
+        token: &str,
+        leave: bool,
+        timeout: Duration,
+    ) -> NodeAnswer {
+        fair::release_fair(self, key, token, leave, timeout).await
+    }
+
+    /// Runs the fair semaphore's script: `Ok` when the permits were taken,
+    /// `Held` (no remaining TTL: the caller keeps renewing its place) while
+    /// they do not fit beside those of every earlier waiter.
+    pub async fn acquire_fair_permits(
+        &self,
+        con: &mut Connection,
+        lease: &FairLease<'_>,
+        limit: u32,
+        timeout: Duration,
+    ) -> NodeAnswer {
+        fair::acquire_fair_permits(self, con, lease, limit, timeout).await
+    }
+
+    /// Takes `token` out of a fair line (`line`: places, then their leases).
+    pub async fn leave_line(&self, line: &[String; 2], token: &str, timeout: Duration) {
+        fair::leave_line(self, line, token, timeout).await
+    }
+
+    /// Runs the semaphore's acquire script: `Ok` when the permits were taken,
+    /// `Held` (with the time until the earliest lease ends) when too few are free.
+    pub async fn acquire_permits(
+        &self,
+        con: &mut Connection,
+        lease: &Lease<'_>,
+        p: Permits,
+        timeout: Duration,
+    ) -> NodeAnswer {
+        permits::acquire_permits(self, con, lease, p, timeout).await
+    }
+
+    /// Runs the Redlock semaphore's script (see `sem_slots.lua`): the free
+    /// slots are tried from `first` on, in the same order on every node.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn acquire_slots(
+        &self,
+        con: &mut Connection,
+        key: &str,
+        token: &str,
+        ttl_ms: u64,
+        p: Permits,
+        first: u32,
+        timeout: Duration,
+    ) -> SlotReply {
+        permits::acquire_slots(self, con, key, token, ttl_ms, p, first, timeout).await
+    }
+
+    /// Removes what the attempt `token` wrote at the Redlock semaphore `key`,
+    /// except the member `keep` (see `sem_undo.lua`); announces the permits freed.
+    pub async fn undo_slots(
+        &self,
+        key: &str,
+        token: &str,
+        keep: &str,
+        timeout: Duration,
+    ) -> NodeAnswer {
+        permits::undo_slots(self, key, token, keep, timeout).await
+    }
+
+    /// The members of a semaphore's holders whose lease has not ended.
+    pub async fn permit_holders(
+        &self,
+        key: &str,
+        timeout: Duration,
+    ) -> Result<Vec<String>, NodeAnswer> {
+        permits::permit_holders(self, key, timeout).await
+    }
+
+    /// Permits held (and holders) of a semaphore by unexpired holders.
+    pub async fn count_permits(
+        &self,
+        key: &str,
+        timeout: Duration,
+    ) -> Result<(u32, u32), NodeAnswer> {
+        permits::count_permits(self, key, timeout).await
+    }
+
+    /// Subscribes to release notices for `channel`, opening the notice
+    /// connection on first use; notices go to `sink`. False when this node
+    /// cannot deliver them (the caller then relies on its retry timer).
+    pub async fn subscribe(&self, channel: &str, sink: &NoticeSink, timeout: Duration) -> bool {
+        notices::subscribe(self, channel, sink, timeout).await
+    }
+
+    /// Ends the subscription to `channel` unless `still_wanted()` says a new
+    /// waiter came meanwhile (checked under the same lock a subscribe takes).
+    pub async fn unsubscribe(
+        &self,
+        channel: &str,
+        still_wanted: impl Fn() -> bool,
+        timeout: Duration,
+    ) {
+        notices::unsubscribe(self, channel, still_wanted, timeout).await
+    }
+
     /// Renews many locks in one round trip (one script call per
-    /// [`MAX_RENEWAL_KEYS`] keys); one answer per renewal.
+    /// `MAX_RENEWAL_KEYS` keys); one answer per renewal.
     pub async fn extend_batch(&self, batch: &[Renewal<'_>], timeout: Duration) -> Vec<NodeAnswer> {
         match self.connection_within(timeout).await {
-            Ok(mut con) => extend_on(&mut con, batch, timeout).await,
+            Ok(mut con) => renewals::extend_on(&mut con, batch, self.sent(), timeout).await,
             Err(answer) => vec![answer; batch.len()],
         }
     }
@@ -135,287 +263,79 @@ impl Node {
     /// the same NOSCRIPT recovery as [`Node::extend_batch`].
     pub async fn extend_one(&self, renewal: &Renewal<'_>, timeout: Duration) -> NodeAnswer {
         match self.connection_within(timeout).await {
-            Ok(mut con) => extend_one_on(&mut con, renewal, timeout).await,
+            Ok(mut con) => renewals::extend_one_on(&mut con, renewal, self.sent(), timeout).await,
             Err(answer) => answer,
         }
     }
+
+    /// The record of the scripts sent on the shared connection; none for a
+    /// cluster, whose nodes each have their own cache.
+    pub(super) fn sent(&self) -> Option<&AtomicU32> {
+        (!self.is_cluster()).then_some(&self.scripts_sent)
+    }
+
+    /// Runs `call` on `con`, the node's shared connection, read as `T`.
+    pub(super) async fn invoke<T: FromRedisValue>(
+        &self,
+        con: &mut Connection,
+        call: &Call<'_>,
+        timeout: Duration,
+    ) -> Result<T, NodeAnswer> {
+        let first = first_time(self.sent(), call.script);
+        let con = &*con;
+        recovering(
+            first,
+            |r: &Result<T, NodeAnswer>| matches!(r, Err(a) if is_noscript(a)),
+            |eval| {
+                let mut con = con.clone();
+                let cmd = call.cmd(eval);
+                async move { bounded(timeout, cmd.query_async::<T>(&mut con)).await }
+            },
+        )
+        .await
+    }
+
+    /// Runs `call` on `con`, the node's shared connection, as an operation reads it.
+    pub(super) async fn run(
+        &self,
+        con: &mut Connection,
+        call: &Call<'_>,
+        timeout: Duration,
+    ) -> Answer {
+        let first = first_time(self.sent(), call.script);
+        query(con, call, first, timeout).await
+    }
 }
 
-/// [`Node::extend_batch`] on a given connection.
-pub(super) async fn extend_on(
-    con: &mut Connection,
-    batch: &[Renewal<'_>],
+/// `call` on `con` (EVAL when `first`, else EVALSHA and EVAL once on NOSCRIPT).
+pub(super) async fn query(
+    con: &Connection,
+    call: &Call<'_>,
+    first: bool,
     timeout: Duration,
-) -> Vec<NodeAnswer> {
-    if let Connection::Cluster(cluster) = con {
-        // One script cannot span hash slots: one pipelined batch per slot (each
-        // lock's keys share one), the slots side by side over the same
-        // multiplexed connections.
-        let cluster = &*cluster;
-        let mut slots: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
-        for (i, r) in batch.iter().enumerate() {
-            let slot = r.keys.first().map_or(0, |k| key_slot(k));
-            slots.entry(slot).or_default().push(i);
-        }
-        let groups = join_all(slots.into_values().map(|members| async move {
-            let group: Vec<Renewal<'_>> = members
-                .iter()
-                .map(|&i| Renewal {
-                    keys: batch[i].keys,
-                    token: batch[i].token,
-                    ttl_ms: batch[i].ttl_ms,
-                })
-                .collect();
-            let mut con = Connection::Cluster(cluster.clone());
-            let answers = extend_pipelined(&mut con, &group, timeout).await;
-            (members, answers)
-        }))
-        .await;
-        let mut out = vec![NodeAnswer::Timeout; batch.len()];
-        for (members, answers) in groups {
-            for (i, answer) in members.into_iter().zip(answers) {
-                out[i] = answer;
+) -> Answer {
+    recovering(
+        first,
+        |r: &Answer| matches!(r, Ok(Reply::NoScript)),
+        |eval| {
+            let mut con = con.clone();
+            let cmd = call.cmd(eval);
+            async move {
+                match tokio::time::timeout(timeout, con.req_packed_command(&cmd)).await {
+                    Ok(result) => answer_of(result),
+                    Err(_) => Err(NodeAnswer::Timeout),
+                }
             }
-        }
-        return out;
-    }
-    extend_pipelined(con, batch, timeout).await
-}
-
-/// The renewal script over `batch` in one pipeline, reloaded once on NOSCRIPT.
-async fn extend_pipelined(
-    con: &mut Connection,
-    batch: &[Renewal<'_>],
-    timeout: Duration,
-) -> Vec<NodeAnswer> {
-    let hash = scripts::RENEW.get_hash();
-    let answers = renew_pipeline(con, batch, hash, timeout).await;
-    if !answers.iter().any(is_noscript) {
-        return answers;
-    }
-    // The node lost its script cache (SCRIPT FLUSH or a restart): nothing ran
-    // for those entries, so loading the script and sending them again is safe.
-    // (SCRIPT LOAD reaches every node of a cluster.)
-    let source = include_str!("../../scripts/renew.lua");
-    if let Err(answer) = bounded(timeout, load(con, source)).await {
-        return vec![answer; batch.len()];
-    }
-    renew_pipeline(con, batch, hash, timeout).await
-}
-
-/// Cuts a batch into runs of whole locks of at most [`MAX_RENEWAL_KEYS`] keys
-/// (a lock with more keys than that runs alone).
-pub(super) fn chunks(batch: &[Renewal<'_>]) -> Vec<Range<usize>> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut keys = 0;
-    for (i, r) in batch.iter().enumerate() {
-        if i > start && keys + r.keys.len() > MAX_RENEWAL_KEYS {
-            out.push(start..i);
-            start = i;
-            keys = 0;
-        }
-        keys += r.keys.len();
-    }
-    if start < batch.len() {
-        out.push(start..batch.len());
-    }
-    out
-}
-
-/// The renewal script once per chunk, pipelined: one round trip.
-async fn renew_pipeline(
-    con: &mut Connection,
-    batch: &[Renewal<'_>],
-    hash: &str,
-    timeout: Duration,
-) -> Vec<NodeAnswer> {
-    let ranges = chunks(batch);
-    let mut pipe = redis::pipe();
-    pipe.ignore_errors();
-    for range in &ranges {
-        pipe.add_command(renew_cmd(&batch[range.clone()], hash));
-    }
-    match bounded(
-        timeout,
-        pipe.query_async::<Vec<redis::RedisResult<Value>>>(con),
+        },
     )
     .await
-    {
-        Ok(replies) if replies.len() == ranges.len() => ranges
-            .iter()
-            .zip(replies)
-            .flat_map(|(range, reply)| renew_answers(reply, range.len()))
-            .collect(),
-        Ok(replies) => vec![
-            NodeAnswer::ErrorReply(
-                format!("{} replies for {} commands", replies.len(), ranges.len()).into()
-            );
-            batch.len()
-        ],
-        Err(answer) => vec![answer; batch.len()],
-    }
 }
 
-/// One call of the renewal script for `locks`: their keys in order, then the
-/// lock count and (key count, token, ttl) per lock.
-fn renew_cmd(locks: &[Renewal<'_>], hash: &str) -> Cmd {
-    let mut cmd = match broken::renew_script() {
-        Some(source) => {
-            let mut c = redis::cmd("EVAL");
-            c.arg(source);
-            c
-        }
-        None => {
-            let mut c = redis::cmd("EVALSHA");
-            c.arg(hash);
-            c
-        }
+/// Whether `script` goes out as EVAL now: the first time on a connection
+/// that keeps a record (`sent`), which this marks.
+pub(super) fn first_time(sent: Option<&AtomicU32>, script: &redis::Script) -> bool {
+    let Some((sent, (_, bit))) = sent.zip(scripts::source_of(script)) else {
+        return false;
     };
-    cmd.arg(locks.iter().map(|r| r.keys.len()).sum::<usize>());
-    for r in locks {
-        cmd.arg(r.keys);
-    }
-    cmd.arg(locks.len());
-    for r in locks {
-        cmd.arg(r.keys.len()).arg(r.token).arg(r.ttl_ms);
-    }
-    cmd
-}
-
-/// One answer per lock from a renewal script's reply.
-fn renew_answers(reply: redis::RedisResult<Value>, locks: usize) -> Vec<NodeAnswer> {
-    match reply {
-        Ok(Value::Array(items)) if items.len() == locks => items
-            .into_iter()
-            .map(|item| match item {
-                Value::Int(1) => NodeAnswer::Ok,
-                Value::Int(0) => NodeAnswer::NotHeld,
-                other => NodeAnswer::ErrorReply(format!("the renewal failed ({other:?})").into()),
-            })
-            .collect(),
-        Ok(other) => {
-            vec![
-                NodeAnswer::ErrorReply(format!("unexpected renewal reply {other:?}").into());
-                locks
-            ]
-        }
-        Err(e) => vec![fault(e); locks],
-    }
-}
-
-/// The extend script for one lock, reloading it once on NOSCRIPT.
-async fn extend_one_on(
-    con: &mut Connection,
-    renewal: &Renewal<'_>,
-    timeout: Duration,
-) -> NodeAnswer {
-    let hash = scripts::EXTEND.get_hash();
-    let cmd = extend_cmd(renewal, hash);
-    let answer = match bounded(timeout, cmd.query_async::<Value>(con)).await {
-        Ok(reply) => extend_answer(Ok(reply)),
-        Err(answer) => answer,
-    };
-    if !is_noscript(&answer) {
-        return answer;
-    }
-    // SCRIPT LOAD reaches every node of a cluster.
-    let source = include_str!("../../scripts/extend.lua");
-    if let Err(answer) = bounded(timeout, load(con, source)).await {
-        return answer;
-    }
-    match bounded(timeout, cmd.query_async::<Value>(con)).await {
-        Ok(reply) => extend_answer(Ok(reply)),
-        Err(answer) => answer,
-    }
-}
-
-async fn load(con: &mut Connection, source: &str) -> redis::RedisResult<String> {
-    let mut load = redis::cmd("SCRIPT");
-    load.arg("LOAD").arg(source);
-    load.query_async::<String>(con).await
-}
-
-/// One renewal's EVALSHA of the extend script.
-fn extend_cmd(r: &Renewal<'_>, hash: &str) -> Cmd {
-    let mut cmd = broken::extend_cmd().unwrap_or_else(|| {
-        let mut c = redis::cmd("EVALSHA");
-        c.arg(hash);
-        c
-    });
-    cmd.arg(r.keys.len()).arg(r.keys).arg(r.token).arg(r.ttl_ms);
-    cmd
-}
-
-fn extend_answer(reply: redis::RedisResult<Value>) -> NodeAnswer {
-    match reply {
-        Ok(Value::Int(1)) => NodeAnswer::Ok,
-        Ok(Value::Int(_)) => NodeAnswer::NotHeld,
-        Ok(other) => NodeAnswer::ErrorReply(format!("unexpected reply {other:?}").into()),
-        Err(e) => fault(e),
-    }
-}
-
-fn is_noscript(answer: &NodeAnswer) -> bool {
-    matches!(answer, NodeAnswer::ErrorReply(m) if m.text().starts_with("NOSCRIPT"))
-}
-
-/// Runs one call under a timeout, turning every failure into a [`NodeAnswer`].
-pub(super) async fn bounded<T>(
-    timeout: Duration,
-    call: impl std::future::Future<Output = redis::RedisResult<T>>,
-) -> Result<T, NodeAnswer> {
-    match tokio::time::timeout(timeout, call).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(fault(e)),
-        Err(_) => Err(NodeAnswer::Timeout),
-    }
-}
-
-/// Sorts a redis error into a timeout, an unreachable node or an error reply,
-/// keeping the error as the fault's cause.
-pub(super) fn fault(e: RedisError) -> NodeAnswer {
-    if e.is_timeout() {
-        NodeAnswer::Timeout
-    } else if e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() {
-        NodeAnswer::Unreachable(Fault::caused_by(e.to_string(), e))
-    } else {
-        let text = match e.code() {
-            Some(code) => format!("{code} {}", e.detail().unwrap_or_default()),
-            None => e.to_string(),
-        };
-        NodeAnswer::ErrorReply(Fault::caused_by(text, e))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_batch_is_cut_into_whole_locks_of_bounded_keys() {
-        let keys: Vec<String> = (0..MAX_RENEWAL_KEYS + 1).map(|i| format!("k{i}")).collect();
-        let lock = |n: usize| Renewal {
-            keys: &keys[..n],
-            token: "t",
-            ttl_ms: 1,
-        };
-        assert!(chunks(&[]).is_empty());
-        let one = chunks(&[lock(1), lock(2)]);
-        assert_eq!((one.len(), one[0].clone()), (1, 0..2));
-        let many: Vec<Renewal<'_>> = (0..2 * MAX_RENEWAL_KEYS + 1).map(|_| lock(1)).collect();
-        assert_eq!(
-            chunks(&many),
-            [
-                0..MAX_RENEWAL_KEYS,
-                MAX_RENEWAL_KEYS..2 * MAX_RENEWAL_KEYS,
-                2 * MAX_RENEWAL_KEYS..2 * MAX_RENEWAL_KEYS + 1
-            ]
-        );
-        // A lock never straddles two calls; one larger than the bound goes alone.
-        let mixed = [lock(600), lock(600), lock(MAX_RENEWAL_KEYS + 1), lock(1)];
-        assert_eq!(chunks(&mixed), [0..1, 1..2, 2..3, 3..4]);
-        let fits = [lock(400), lock(600), lock(1)];
-        assert_eq!(chunks(&fits), [0..2, 2..3]);
-    }
+    sent.fetch_or(bit, Ordering::AcqRel) & bit == 0
 }

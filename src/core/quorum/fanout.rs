@@ -1,35 +1,31 @@
-//! Sending one operation to every node and collecting the answers only until
-//! its outcome is decided: the nodes still out are finished by one counted
-//! background task of the client (bounded by their node timeout, awaited by
-//! `close()`, their faults still reported through `'error'`).
-
-use std::sync::Arc;
-use std::time::Duration;
+//! Collecting one operation's answers from every node only until its outcome
+//! is decided: pure bookkeeping over the nodes' calls (whatever they are),
+//! with no knowledge of the client. The calls still out are handed back
+//! ([`FanOut::into_rest`]) for the client to finish in the background.
 
 use futures_util::future::BoxFuture;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
+use super::replies::Replies;
 use super::Tally;
 use crate::core::error::NodeAnswer;
-use crate::core::lock_state::{Answers, LockState};
-use crate::core::node::Renewal;
-use crate::core::shared::Inner;
 
 /// One node's call: its answer and what else the operation reads from it.
 pub type Call<T> = BoxFuture<'static, (NodeAnswer, T)>;
 
-type Out<T> = BoxFuture<'static, (usize, (NodeAnswer, T))>;
+/// A call tagged with its node's index.
+pub type Out<T> = BoxFuture<'static, (usize, (NodeAnswer, T))>;
 
 /// An operation sent to every node, its answers so far.
 pub struct FanOut<T> {
-    replies: Vec<Option<(NodeAnswer, T)>>,
+    replies: Replies<T>,
     rest: FuturesUnordered<Out<T>>,
 }
 
 impl<T: Send + 'static> FanOut<T> {
     /// Starts every call (they run as they are polled, side by side).
     pub fn new(calls: Vec<Call<T>>) -> FanOut<T> {
-        let replies = calls.iter().map(|_| None).collect();
+        let replies = Replies::new(calls.len());
         let rest = calls
             .into_iter()
             .enumerate()
@@ -40,16 +36,16 @@ impl<T: Send + 'static> FanOut<T> {
 
     /// The tally of the answers in, counting every node.
     pub fn tally(&self) -> Tally {
-        let mut t = Tally::of(&self.answers());
-        t.nodes = self.replies.len();
-        t
+        self.replies.tally()
     }
 
     /// Collects answers until `decided` holds for their tally, or all are in.
     pub async fn until(&mut self, decided: impl Fn(&Tally) -> bool) {
         while !decided(&self.tally()) {
             match self.rest.next().await {
-                Some((i, reply)) => self.replies[i] = Some(reply),
+                Some((i, (answer, extra))) => {
+                    self.replies.put(i, answer, extra);
+                }
                 None => return,
             }
         }
@@ -57,101 +53,25 @@ impl<T: Send + 'static> FanOut<T> {
 
     /// One answer per node; [`NodeAnswer::Pending`] for a node still out.
     pub fn answers(&self) -> Vec<NodeAnswer> {
-        self.replies
-            .iter()
-            .map(|r| r.as_ref().map_or(NodeAnswer::Pending, |(a, _)| a.clone()))
-            .collect()
+        self.replies.answers()
     }
 
     /// What else each node that answered returned.
     pub fn extras(&self) -> impl Iterator<Item = &T> {
-        self.replies.iter().flatten().map(|(_, x)| x)
+        self.replies.extras()
     }
 
-    /// Hands the nodes still out to a background task of `inner`, which
-    /// reports their faults as they come and records each answer in
-    /// `record` (the answers of operation `op`).
-    pub fn finish_in_background(self, inner: &Arc<Inner>, record: Option<(Answers, u64)>) {
-        let mut rest = self.rest;
-        if rest.is_empty() {
-            return;
-        }
-        let reporter = inner.clone();
-        inner.in_background(async move {
-            while let Some((i, (answer, _))) = rest.next().await {
-                if answer.is_fault() {
-                    reporter.report_fault(&reporter.nodes[i], &answer);
-                }
-                if let Some((record, op)) = &record {
-                    record.late(*op, i, answer);
-                }
-            }
-        });
-    }
-}
-
-impl Inner {
-    /// Token-checked release of a lock's keys on every node, answered once a
-    /// quorum deleted them (or, failing that, once every node answered).
-    pub(crate) async fn release_until_decided(
-        self: &Arc<Self>,
-        state: &LockState,
-    ) -> Vec<NodeAnswer> {
-        let timeout = self.cfg.command_timeout;
-        let keys: Arc<[String]> = state.keys.clone().into();
-        let token: Arc<str> = state.token.as_str().into();
-        let calls = (0..self.nodes.len())
-            .map(|i| -> Call<()> {
-                let (inner, keys, token) = (self.clone(), keys.clone(), token.clone());
-                Box::pin(async move { (inner.nodes[i].release(&keys, &token, timeout).await, ()) })
-            })
-            .collect();
-        let mut fan = FanOut::new(calls);
-        fan.until(Tally::agreed).await;
-        let answers = fan.answers();
-        let op = state.answers.start(answers.clone());
-        fan.finish_in_background(self, Some((state.answers.clone(), op)));
-        answers
-    }
-}
-
-impl Inner {
-    /// One lock's extension on every node, answered once a quorum re-armed
-    /// its keys (or, failing that, once every node answered).
-    pub(crate) async fn extend_until_decided(
-        self: &Arc<Self>,
-        renewal: &Renewal<'_>,
-        timeout: Duration,
-        record: &Answers,
-    ) -> Vec<NodeAnswer> {
-        let keys: Arc<[String]> = renewal.keys.into();
-        let token: Arc<str> = renewal.token.into();
-        let ttl_ms = renewal.ttl_ms;
-        let calls = (0..self.nodes.len())
-            .map(|i| -> Call<()> {
-                let (inner, keys, token) = (self.clone(), keys.clone(), token.clone());
-                Box::pin(async move {
-                    let one = [Renewal {
-                        keys: &keys,
-                        token: &token,
-                        ttl_ms,
-                    }];
-                    let mut answers = inner.nodes[i].extend_batch(&one, timeout).await;
-                    (answers.pop().unwrap_or(NodeAnswer::Timeout), ())
-                })
-            })
-            .collect();
-        let mut fan = FanOut::new(calls);
-        fan.until(Tally::agreed).await;
-        let answers = fan.answers();
-        let op = record.start(answers.clone());
-        fan.finish_in_background(self, Some((record.clone(), op)));
-        answers
+    /// The calls still out, each with its node's index, to be finished by
+    /// whoever owns the background (answers after the outcome was decided).
+    pub fn into_rest(self) -> FuturesUnordered<Out<T>> {
+        self.rest
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn after(ms: u64, answer: NodeAnswer) -> Call<()> {
@@ -193,5 +113,70 @@ mod tests {
             ]
         );
         assert!(fan.rest.is_empty());
+    }
+
+    fn now<T: Send + 'static>(answer: NodeAnswer, extra: T) -> Call<T> {
+        Box::pin(async move { (answer, extra) })
+    }
+
+    #[tokio::test]
+    async fn the_tally_counts_every_node_even_those_still_out() {
+        let mut fan = FanOut::new(vec![
+            after(1, NodeAnswer::Ok),
+            after(10_000, NodeAnswer::Ok),
+            after(10_000, NodeAnswer::Ok),
+        ]);
+        assert_eq!(fan.tally().nodes, 3);
+        assert_eq!(fan.tally().ok, 0);
+        fan.until(|t| t.ok >= 1).await;
+        let t = fan.tally();
+        assert_eq!((t.nodes, t.ok), (3, 1));
+        assert!(!t.agreed(), "one of three is no quorum");
+    }
+
+    #[tokio::test]
+    async fn extras_come_only_from_nodes_that_answered() {
+        let mut fan = FanOut::new(vec![
+            now(NodeAnswer::Ok, 7_i64),
+            now(NodeAnswer::Ok, 9_i64),
+            Box::pin(async {
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                (NodeAnswer::Ok, 100_i64)
+            }),
+        ]);
+        fan.until(Tally::agreed).await;
+        assert_eq!(fan.extras().copied().max(), Some(9));
+    }
+
+    #[tokio::test]
+    async fn the_nodes_still_out_are_handed_back_with_their_index() {
+        let mut fan = FanOut::new(vec![
+            now(NodeAnswer::Ok, ()),
+            now(NodeAnswer::Ok, ()),
+            after(5, NodeAnswer::Timeout),
+        ]);
+        fan.until(Tally::agreed).await;
+        let mut rest = fan.into_rest();
+        let mut got = Vec::new();
+        while let Some((i, (answer, ()))) = rest.next().await {
+            got.push((i, answer));
+        }
+        assert_eq!(got, [(2, NodeAnswer::Timeout)]);
+    }
+
+    #[tokio::test]
+    async fn a_decided_outcome_stops_collecting_at_once() {
+        let mut fan = FanOut::new(vec![after(10_000, NodeAnswer::Ok)]);
+        fan.until(|_| true).await;
+        assert_eq!(fan.answers(), [NodeAnswer::Pending]);
+        assert_eq!(fan.into_rest().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn no_calls_decide_nothing_and_leave_nothing_out() {
+        let mut fan: FanOut<()> = FanOut::new(Vec::new());
+        fan.until(Tally::agreed).await;
+        assert!(fan.answers().is_empty());
+        assert!(fan.into_rest().is_empty());
     }
 }

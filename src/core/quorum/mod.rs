@@ -1,6 +1,9 @@
 //! The quorum decision, written once. Every operation sends its script to all
 //! nodes, then asks this module what the answers mean: a tally, a verdict, and
 //! the one error for "too few nodes". Pure: no I/O and no clock of its own.
+//! `slots.rs` judges a semaphore's slot attempt on several nodes;
+//! `fanout.rs` collects answers until the outcome is decided, keeping them
+//! in `replies.rs` (as `ops::Gather` does).
 
 use std::time::Duration;
 
@@ -73,6 +76,17 @@ impl Tally {
 /// Whether enough nodes gave a usable answer (not a fault) at all.
 pub fn reached(answers: &[NodeAnswer]) -> bool {
     answers.iter().filter(|a| !a.is_fault()).count() >= needed(answers.len())
+}
+
+/// Whether an attempt that too few nodes answered may succeed if tried again
+/// later: enough nodes failed only for reasons that pass (see
+/// [`NodeAnswer::is_transient`]) to make up a quorum with those that answered.
+pub fn worth_retrying(answers: &[NodeAnswer]) -> bool {
+    let hopeless = answers
+        .iter()
+        .filter(|a| a.is_fault() && !a.is_transient())
+        .count();
+    answers.len() - hopeless >= needed(answers.len())
 }
 
 /// What one acquisition attempt came to.
@@ -192,6 +206,10 @@ fn node_error(report: &NodeReport) -> LockError {
 }
 
 pub(crate) mod fanout;
+mod replies;
+pub(crate) mod slots;
+
+pub use replies::Replies;
 
 #[cfg(test)]
 mod tests;

@@ -239,3 +239,50 @@ fn one_node_reports_its_own_fault_and_several_a_quorum_error() {
     assert_eq!(err.message, "1 of 3");
     assert_eq!(err.nodes.len(), 3);
 }
+
+#[test]
+fn an_outage_is_worth_retrying_a_permanent_error_is_not() {
+    let down = || NodeAnswer::Unreachable("Connection refused (os error 111)".into());
+    let reply = |text: &str| NodeAnswer::ErrorReply(text.into());
+    // One node: refused, silent, loading, read-only after a failover, a slot moving.
+    for a in [
+        down(),
+        TIMEOUT,
+        reply("LOADING Redis is loading the dataset in memory"),
+        reply("READONLY You can't write against a read only replica."),
+        reply("MOVED 3999 127.0.0.1:6381"),
+        reply("TRYAGAIN Multiple keys request during rehashing of slot"),
+        reply("CLUSTERDOWN The cluster is down"),
+        reply("MASTERDOWN Link with MASTER is down"),
+        reply("BUSY Redis is busy running a script."),
+        NodeAnswer::Unreachable("no master through the sentinels within 300 ms".into()),
+    ] {
+        assert!(a.is_transient(), "{a}");
+        assert!(worth_retrying(&[a]));
+    }
+    // Errors that come back the same on every attempt.
+    for a in [
+        reply("NOPERM User has no permissions to run the 'evalsha' command"),
+        reply("WRONGTYPE Operation against a key holding the wrong kind of value"),
+        reply("ERR Error running script"),
+        NodeAnswer::Unreachable("invalid peer certificate: UnknownIssuer".into()),
+        NodeAnswer::Unreachable("received fatal alert: CertificateRequired".into()),
+    ] {
+        assert!(!a.is_transient(), "{a}");
+        assert!(!worth_retrying(&[a]));
+    }
+    assert!(!OK.is_transient() && !NOT.is_transient() && !held(1).is_transient());
+    // Redlock: worth retrying while the nodes that may recover can still make a quorum.
+    let noperm = reply("NOPERM no");
+    assert!(worth_retrying(&[OK, down(), TIMEOUT]));
+    assert!(worth_retrying(&[OK, noperm.clone(), down()]));
+    assert!(!worth_retrying(&[down(), noperm.clone(), noperm.clone()]));
+    assert!(worth_retrying(&[OK, OK, noperm.clone(), down(), down()]));
+    assert!(!worth_retrying(&[
+        OK,
+        down(),
+        noperm.clone(),
+        noperm.clone(),
+        noperm
+    ]));
+}

@@ -1,0 +1,236 @@
+'use strict'
+
+// The fast path (commands written on the JS thread, replies read by a libuv
+// poll on its loop) and the tokio path must behave alike: every test runs on
+// both, the tokio one with LOCKDOG_FAST_PATH=0 set when the client is made.
+
+const { test, before, after, afterEach, describe } = require('node:test')
+const assert = require('node:assert/strict')
+const { Worker } = require('node:worker_threads')
+const { LockClient } = require('lockdog')
+const { startRedis, inspector, runWorker, waitFor, lockClient } = require('./helpers')
+
+let servers = []
+let probes = []
+let clients = []
+
+afterEach(async () => {
+  // A failed test's client must not leave a fast connection to the next test.
+  await Promise.all(clients.map((c) => c.close()))
+  clients = []
+})
+
+before(async () => {
+  servers = await Promise.all([0, 1, 2].map(() => startRedis()))
+  probes = servers.map((s) => inspector(s))
+})
+
+after(async () => {
+  probes.forEach((p) => p.disconnect())
+  await Promise.all(servers.map((s) => s.stop()))
+})
+
+function client(fast, options) {
+  const locks = lockClient(fast, options)
+  clients.push(locks)
+  return locks
+}
+
+/** The fast connections a server sees, with the last command each ran. */
+async function fastConns(probe) {
+  const list = await probe.client('LIST')
+  return list
+    .split('\n')
+    .filter((l) => l.includes('name=lockdog-fast'))
+    .map((l) => /cmd=(\S+)/.exec(l)?.[1])
+}
+
+/** Uses the client until every node has its fast connection (none when off). */
+async function warm(locks, fast, n = 1) {
+  const key = `warm:${Math.random()}`
+  await waitFor(async () => {
+    await (await locks.acquire(key, { ttl: 2000 })).release()
+    const conns = await Promise.all(probes.slice(0, n).map(fastConns))
+    return conns.every((c) => c.length >= 1)
+  }, { what: 'fast connections', timeout: fast ? 10000 : 500 }).catch((e) => {
+    if (fast) throw e
+  })
+  if (!fast) {
+    const conns = await Promise.all(probes.slice(0, n).map(fastConns))
+    assert.deepEqual(conns.flat(), [], 'no fast connection when switched off')
+  }
+}
+
+for (const fast of [true, false]) {
+  describe(fast ? 'fast path' : 'tokio path (LOCKDOG_FAST_PATH=0)', () => {
+    test('acquire, extend and release on one node', async () => {
+      const locks = client(fast, { url: servers[0].url })
+      await warm(locks, fast)
+      const lock = await locks.acquire('fast:one', { ttl: 2000 })
+      if (fast) assert.deepEqual(await fastConns(probes[0]), ['evalsha'], 'the fast connection ran it')
+      assert.equal(await probes[0].get('fast:one'), lock.token)
+      assert.equal(lock.attempts, 1)
+      assert.deepEqual(lock.nodes.map((n) => n.answer), ['ok'])
+      await lock.extend(20000)
+      assert.ok((await probes[0].pttl('fast:one')) > 10000)
+      assert.equal(lock.ttl, 20000)
+      assert.equal(await lock.release(), true)
+      assert.equal(await probes[0].exists('fast:one'), 0)
+      assert.equal(await lock.release(), false)
+      await locks.close()
+    })
+
+    test('contention: tryAcquire answers null, a waiter gets the lock when it is released', async () => {
+      const locks = client(fast, { url: servers[0].url })
+      await warm(locks, fast)
+      const held = await locks.acquire('fast:busy', { ttl: 5000 })
+      assert.equal(await locks.tryAcquire('fast:busy'), null)
+      const waiting = locks.acquire('fast:busy', { ttl: 5000, waitTimeout: 5000, retryDelay: 50 })
+      setTimeout(() => held.release(), 100)
+      const lock = await waiting
+      assert.ok(lock.attempts >= 2, `took ${lock.attempts} attempts`)
+      assert.equal(await probes[0].get('fast:busy'), lock.token)
+      await assert.rejects(locks.acquire('fast:busy', { retryCount: 0 }), { code: 'ERR_LOCK_TAKEN' })
+      await assert.rejects(locks.acquire('fast:busy', { waitTimeout: 0 }), { code: 'ERR_LOCK_TIMEOUT' })
+      await lock.release()
+      await locks.close()
+    })
+
+    test('a release that finds the key taken over is a loss', async () => {
+      const locks = client(fast, { url: servers[0].url })
+      await warm(locks, fast)
+      const lock = await locks.acquire('fast:stolen', { ttl: 5000 })
+      await probes[0].set('fast:stolen', 'someone else')
+      assert.equal(await lock.release(), false)
+      assert.equal(await probes[0].get('fast:stolen'), 'someone else')
+      await assert.rejects(lock.extend(1000), { code: 'ERR_LOCK_LOST' })
+      await probes[0].del('fast:stolen')
+      await locks.close()
+    })
+
+    test('Redlock on 3 nodes: acquire, extend, release', async () => {
+      const locks = client(fast, { nodes: servers.map((s) => s.url) })
+      await warm(locks, fast, 3)
+      const lock = await locks.acquire('fast:rl', { ttl: 3000 })
+      await locks.settled()
+      assert.deepEqual(lock.nodes.map((n) => n.answer), ['ok', 'ok', 'ok'])
+      for (const p of probes) assert.equal(await p.get('fast:rl'), lock.token)
+      await lock.extend(30000)
+      await locks.settled()
+      for (const p of probes) assert.ok((await p.pttl('fast:rl')) > 20000)
+      assert.equal(await lock.release(), true)
+      await locks.settled()
+      for (const p of probes) assert.equal(await p.exists('fast:rl'), 0)
+      await locks.close()
+    })
+
+    test('a flushed script cache (NOSCRIPT) is recovered', async () => {
+      const locks = client(fast, { url: servers[0].url })
+      await warm(locks, fast)
+      await probes[0].script('FLUSH')
+      const lock = await locks.acquire('fast:noscript', { ttl: 2000 })
+      await probes[0].script('FLUSH')
+      await lock.extend(5000)
+      await probes[0].script('FLUSH')
+      assert.equal(await lock.release(), true)
+      assert.equal(await probes[0].exists('fast:noscript'), 0)
+      await locks.close()
+    })
+
+    test('a stalled node fails the operation within its timeout, and the next ones recover', async () => {
+      const server = await startRedis()
+      const probe = inspector(server)
+      try {
+        const locks = client(fast, { url: server.url, commandTimeout: 300 })
+        const key = 'fast:stalled'
+        await waitFor(async () => {
+          await (await locks.acquire(key, { ttl: 2000 })).release()
+          return !fast || (await fastConns(probe)).length === 1
+        }, { what: 'a fast connection' })
+        server.pause()
+        const t0 = performance.now()
+        const err = await locks.acquire(key, { ttl: 2000, waitTimeout: 0 }).catch((e) => e)
+        const took = performance.now() - t0
+        server.resume()
+        assert.equal(err.code, 'ERR_LOCK_CONNECTION', err.message)
+        assert.ok(took >= 250 && took < 1500, `failed after ${took} ms`)
+        // The attempt ran once the node went on, and its undo after it: no ghost key.
+        await waitFor(async () => (await probe.exists(key)) === 0, { what: 'no ghost key after the timed-out attempt', timeout: 3000 })
+        await waitFor(async () => {
+          const lock = await locks.acquire(key, { ttl: 2000, waitTimeout: 0 }).catch(() => null)
+          if (!lock) return false
+          await lock.release()
+          return !fast || (await fastConns(probe)).includes('evalsha')
+        }, { what: 'an acquisition after the stall' })
+        await locks.close()
+      } finally {
+        probe.disconnect()
+        await server.stop()
+      }
+    })
+
+    test('a restarted server is reconnected to', async () => {
+      const server = await startRedis()
+      let probe = inspector(server)
+      try {
+        const locks = client(fast, { url: server.url, commandTimeout: 500 })
+        await waitFor(async () => {
+          await (await locks.acquire('fast:restart', { ttl: 2000 })).release()
+          return !fast || (await fastConns(probe)).length === 1
+        }, { what: 'a fast connection' })
+        probe.disconnect()
+        await server.restart()
+        probe = inspector(server)
+        await waitFor(async () => {
+          const lock = await locks.acquire('fast:restart', { ttl: 2000, waitTimeout: 0 }).catch(() => null)
+          if (!lock) return false
+          assert.equal(await lock.release(), true)
+          return !fast || (await fastConns(probe)).includes('evalsha')
+        }, { what: 'an acquisition through a new connection' })
+        await locks.close()
+      } finally {
+        probe.disconnect()
+        await server.stop()
+      }
+    })
+  })
+}
+
+test('a process that used the fast path ends by itself', async () => {
+  for (const mode of ['close', 'open']) {
+    const run = runWorker('fast-exits.js', [servers[0].url, mode])
+    const timer = setTimeout(() => run.child.kill('SIGKILL'), 20000)
+    const r = await run.exited
+    clearTimeout(timer)
+    assert.equal(r.signal ?? null, null, `the ${mode} process did not end by itself within 20 s`)
+    assert.equal(r.code, 0, r.stderr)
+    assert.deepEqual(r.lines.at(-1), { done: mode })
+  }
+})
+
+test('worker threads have fast paths of their own', async () => {
+  const code = `
+    const { parentPort, workerData } = require('node:worker_threads')
+    const { LockClient } = require(workerData.root)
+    ;(async () => {
+      const locks = new LockClient({ url: workerData.url })
+      for (let i = 0; i < 200; i++) {
+        const lock = await locks.acquire('fast:worker:' + workerData.id, { ttl: 2000 })
+        if (!(await lock.release())) throw new Error('release failed')
+      }
+      await locks.close()
+      parentPort.postMessage('done')
+    })().catch((e) => { parentPort.postMessage(String(e && e.stack)) })
+  `
+  const root = require('node:path').join(__dirname, '..')
+  const run = (id) =>
+    new Promise((resolve, reject) => {
+      const w = new Worker(code, { eval: true, workerData: { url: servers[0].url, id, root } })
+      let said
+      w.on('message', (m) => { said = m })
+      w.on('error', reject)
+      w.on('exit', (exitCode) => resolve({ said, exitCode }))
+    })
+  const results = await Promise.all([run(1), run(2)])
+  for (const r of results) assert.deepEqual(r, { said: 'done', exitCode: 0 })
+})

@@ -1,0 +1,141 @@
+'use strict'
+
+// The shape of src/core: its modules (each file or folder directly under
+// src/core) import one another without a cycle, so the tree reads from the
+// data (model) through the pure rules (quorum) and the transports (node, fast)
+// up to the engine (acquire) and the client. Test modules are left out: a
+// test may use whatever it checks.
+
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
+
+const core = path.join(__dirname, '..', 'src', 'core')
+
+/** Every .rs file under `dir`, as paths relative to src/core. */
+function sources(dir = core) {
+  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const full = path.join(dir, e.name)
+    if (e.isDirectory()) return sources(full)
+    return e.name.endsWith('.rs') ? [path.relative(core, full)] : []
+  })
+}
+
+/** The module of src/core a file belongs to (`acquire` for acquire/fair.rs), or null for mod.rs. */
+function moduleOf(file) {
+  const [first] = file.split(path.sep)
+  if (first === 'mod.rs') return null
+  return first.replace(/\.rs$/, '')
+}
+
+/** The source without comments, string literals and its inline `#[cfg(test)]` module. */
+function code(text) {
+  const stripped = text
+    .replace(/\/\/[^\n]*/g, '')
+    .replace(/"(?:[^"\\]|\\.)*"/g, '""')
+  const cut = stripped.search(/^#\[cfg\(test\)\]\s*mod \w+ \{/m)
+  return cut === -1 ? stripped : stripped.slice(0, cut)
+}
+
+/** The names following `at` in a path: `x` for `x::…`, each top-level name of `{a, b::c}`. */
+function namesAfter(src, at) {
+  if (src[at] !== '{') {
+    const m = /^[a-z_][a-z0-9_]*/.exec(src.slice(at))
+    return m ? [m[0]] : []
+  }
+  let depth = 0
+  let start = at + 1
+  const names = []
+  for (let i = at; i < src.length; i++) {
+    const c = src[i]
+    if (c === '{') depth++
+    else if (c === '}') depth--
+    if ((c === ',' && depth === 1) || depth === 0) {
+      const m = /^\s*([a-z_][a-z0-9_]*)/.exec(src.slice(start, i))
+      if (m && m[1] !== 'self') names.push(m[1])
+      start = i + 1
+    }
+    if (depth === 0) break
+  }
+  return names
+}
+
+/** Module → the other modules of src/core it names. */
+function imports() {
+  const graph = new Map()
+  for (const file of sources()) {
+    const from = moduleOf(file)
+    if (!from || path.basename(file) === 'tests.rs') continue
+    const src = code(fs.readFileSync(path.join(core, file), 'utf8'))
+    const to = graph.get(from) ?? new Set()
+    graph.set(from, to)
+    // `super::` names a module of src/core from src/core/x.rs and src/core/x/mod.rs.
+    const parts = file.split(path.sep)
+    const topLevel = parts.length === 1 || (parts.length === 2 && parts[1] === 'mod.rs')
+    const re = topLevel ? /\b(?:crate::core|super)::/g : /\bcrate::core::/g
+    for (let m = re.exec(src); m; m = re.exec(src)) {
+      for (const name of namesAfter(src, m.index + m[0].length)) {
+        if (name !== from) to.add(name)
+      }
+    }
+  }
+  return graph
+}
+
+/** One cycle in `graph`, as a list of modules, or null. */
+function findCycle(graph) {
+  const state = new Map()
+  const stack = []
+  function visit(n) {
+    state.set(n, 'open')
+    stack.push(n)
+    for (const m of graph.get(n) ?? []) {
+      if (!graph.has(m)) continue
+      if (state.get(m) === 'open') return [...stack.slice(stack.indexOf(m)), m]
+      if (!state.has(m)) {
+        const found = visit(m)
+        if (found) return found
+      }
+    }
+    stack.pop()
+    state.set(n, 'done')
+    return null
+  }
+  for (const n of [...graph.keys()].sort()) {
+    if (!state.has(n)) {
+      const found = visit(n)
+      if (found) return found
+    }
+  }
+  return null
+}
+
+test('the modules of src/core import one another without a cycle', () => {
+  const graph = imports()
+  assert.ok(graph.has('acquire') && graph.has('quorum') && graph.has('node'), 'src/core is read')
+  const cycle = findCycle(graph)
+  assert.equal(cycle, null, `import cycle: ${cycle?.join(' → ')}`)
+})
+
+test('the model is data: it imports no transport, engine or client', () => {
+  const graph = imports()
+  const model = graph.get('model') ?? new Set()
+  for (const m of ['node', 'fast', 'acquire', 'client', 'shared', 'renew', 'watchdog']) {
+    assert.ok(!model.has(m), `model imports ${m}`)
+  }
+})
+
+test('quorum is pure: it imports neither the nodes nor the client state', () => {
+  const quorum = imports().get('quorum')
+  for (const m of ['node', 'shared', 'lock_state', 'acquire', 'client']) {
+    assert.ok(!quorum.has(m), `quorum imports ${m}`)
+  }
+})
+
+test('the cycle check finds a cycle when there is one', () => {
+  const graph = new Map([['a', new Set(['b'])], ['b', new Set(['c'])], ['c', new Set(['a'])]])
+  assert.deepEqual(findCycle(graph), ['a', 'b', 'c', 'a'])
+  assert.equal(findCycle(new Map([['a', new Set(['b'])], ['b', new Set()]])), null)
+  assert.deepEqual(namesAfter('{a::X, b::{c, d}, self}', 0), ['a', 'b'])
+})

@@ -1,0 +1,262 @@
+'use strict'
+
+// The JS `Lock`: a view of the native lock. Key, token, validity, status and
+// the loss are the native lock's; this object adds what only JS can hold: the
+// AbortSignal, the `onLost` callback and the loss a release discovers.
+
+const { LockError, withStack, invalidType } = require('./errors')
+const { kLock, kReport, kForget, kEnd, kClosed, kLost, channels, rethrowLater } = require('./internal')
+
+/** A held lock. Created by `LockClient#acquire`; renewed natively until released. */
+class Lock {
+  #native
+  #controller = null
+  #onLost
+  #loss = null
+  /** The client: a lock that can still be reached keeps its client (and so its loss events) alive. */
+  #client
+  #delivered = false
+  #releaseCalled = false
+  /** The ERR_LOCK_CLOSED error when `close()` ended the lock while it was held. */
+  #closedBy = null
+  #handedOver = false
+
+  constructor(native, onLost, client) {
+    this.#native = native
+    this.#onLost = onLost
+    this.#client = client
+  }
+
+  /** The lock's first key (without the client's keyPrefix). */
+  get key() {
+    return this.#native.key
+  }
+  /** Every key this lock holds. */
+  get keys() {
+    return this.#native.keys
+  }
+  /** The random value stored under the key. */
+  get token() {
+    return this.#native.token
+  }
+  /** Milliseconds of validity left, by the local monotonic clock (synchronous). */
+  get remaining() {
+    return this.#native.remaining
+  }
+  /** True while held and within validity. */
+  get held() {
+    return this.#native.held
+  }
+  /**
+   * 'held', 'released', 'lost' (also when a release found the key gone or
+   * another owner's) or 'handed-over' (see `handOver`).
+   */
+  get status() {
+    if (this.#handedOver) return 'handed-over'
+    if (this.#loss) return 'lost'
+    // 'expired': the validity ran out before the watchdog recorded the loss.
+    const s = this.#native.status
+    return s === 'expired' ? 'lost' : s
+  }
+  /** The lease length renewals restore, in ms. */
+  get ttl() {
+    return this.#native.ttl
+  }
+  /** Attempts the acquisition took. */
+  get attempts() {
+    return this.#native.attempts
+  }
+  /**
+   * Each node's answer to the lock's last acquisition, extension or release
+   * (`{ node, answer, detail }`); `pending` for a node that had not answered
+   * when it resolved, final once `client.settled()` resolved.
+   */
+  get nodes() {
+    return this.#native.nodes
+  }
+  /** The fencing token (client option `fencing`), or null. */
+  get fence() {
+    return this.#native.fence
+  }
+  /** Replicas that acknowledged the last acquisition or extension (option `waitReplicas`), or null. */
+  get replicas() {
+    return this.#native.replicas ?? null
+  }
+  /** The `LockError` (ERR_LOCK_LOST) the lock was lost with, or null. */
+  get lossError() {
+    if (this.#loss) return this.#loss
+    const s = this.#native.status
+    // The native lock builds a new LockError at each read of `loss`.
+    if (s === 'lost') this.#loss = this.#native.loss
+    else if (s === 'expired') return this.#native.loss
+    return this.#loss
+  }
+
+  /** Aborts with a `LockError` (code ERR_LOCK_LOST, or ERR_LOCK_CLOSED) when the lock is lost or its client closed. */
+  get signal() {
+    if (!this.#controller) {
+      this.#controller = new AbortController()
+      // Whoever holds the signal keeps the lock reachable, so it is not
+      // collected (and its renewal stopped) while work still listens to it.
+      this.#controller.signal[kLock] = this
+      const ended = this.#closedBy || (this.#native.status === 'lost' ? this.lossError : null) || this.#loss
+      if (ended) this.#controller.abort(ended)
+    }
+    return this.#controller.signal
+  }
+
+  /** Extends the lease to `ttl` ms from now (same token). */
+  extend(ttl = this.ttl) {
+    if (typeof ttl !== 'number') throw invalidType('ttl', 'of type number', ttl)
+    let p
+    try {
+      p = this.#native.extend(ttl)
+    } catch (e) {
+      const err = withStack(e)
+      if (err instanceof LockError) return Promise.reject(err)
+      throw err
+    }
+    return p.catch((e) => {
+      throw withStack(e)
+    })
+  }
+
+  /**
+   * Lets go of the lock without releasing it, for another client or process
+   * to continue with `adopt(info.keys, info.token)`: the watchdog stops
+   * renewing, the keys keep their lease (`remaining` ms), and this Lock never
+   * deletes them afterwards (`release()` resolves false; no loss is reported,
+   * no cleanup is sent). Throws ERR_LOCK_LOST when the lock is no longer held.
+   * Returns `{ key, keys, token, remaining, fence }`.
+   */
+  handOver() {
+    this.#deliverLoss()
+    const info = this.#closedBy || this.#releaseCalled ? null : this.#native.handOver()
+    if (!info) {
+      const why = this.#closedBy ? 'its client was closed' : this.#releaseCalled ? 'it was released' : 'it is no longer held'
+      throw new LockError('ERR_LOCK_LOST', `lock "${this.key}" cannot be handed over: ${why}`, { key: this.key })
+    }
+    this.#handedOver = true
+    this.#releaseCalled = true
+    this.#client[kForget](this.#native.id)
+    return { key: info.key, keys: info.keys, token: info.token, remaining: info.remaining, fence: info.fence ?? null }
+  }
+
+  /**
+   * Releases the lock (the watchdog stops first). Resolves true if it was ours
+   * and is gone now, false if it was not: already released, or lost. A release
+   * that finds the key gone or held by another owner is a loss: it is reported
+   * like one found by a renewal (the signal aborts, `onLost` runs, the client
+   * emits 'lost') and `withLock` rejects with ERR_LOCK_LOST.
+   */
+  release() {
+    this.#deliverLoss()
+    // Only the first release of a lock still held can discover a loss.
+    const status = this.#native.status
+    const expired = status === 'expired' ? this.#native.loss : null
+    const discovers = !this.#releaseCalled && !this.#closedBy && (status === 'held' || status === 'expired')
+    this.#releaseCalled = true
+    // Released: no loss event needs to find this lock any more.
+    this.#client[kForget](this.#native.id)
+    const released = this.#native.release().then(
+      (ok) => {
+        if (!ok) {
+          // Lost natively just before the release? Its event may still be queued.
+          this.#deliverLoss()
+          if (discovers && !this.#delivered) {
+            const err = expired || new LockError('ERR_LOCK_LOST', `lock "${this.key}" was lost: on release its key was gone or held by another owner`, { key: this.key })
+            this.#client[kReport](err, this)
+          }
+        }
+        return ok
+      },
+      (e) => {
+        throw withStack(e)
+      },
+    )
+    if (!channels.release.hasSubscribers) return released
+    return released.then((ok) => {
+      channels.release.publish({ key: this.key, keys: this.keys, token: this.token, released: ok })
+      return ok
+    })
+  }
+
+  /** Tells the signal and onLost of a loss the native side knows of, once. */
+  #deliverLoss() {
+    if (!this.#delivered && this.#native.status === 'lost') this[kLost](this.lossError)
+  }
+
+  async [Symbol.asyncDispose]() {
+    await this.release()
+  }
+
+  /** @internal the error that ended the lock before its holder released it (loss or close), or null. */
+  [kEnd]() {
+    return this.#closedBy || this.#loss
+  }
+
+  /** @internal called by the client when `close()` ends this lock while it is held. */
+  [kClosed](err) {
+    const s = this.#native.status
+    if (this.#delivered || this.#releaseCalled || (s !== 'held' && s !== 'expired')) return
+    this.#closedBy = err
+    this.#end(err)
+  }
+
+  /** @internal called by the client when a loss of this lock is reported. */
+  [kLost](err) {
+    if (this.#delivered) return
+    this.#loss = err
+    this.#end(err)
+  }
+
+  #end(err) {
+    this.#delivered = true
+    if (this.#controller && !this.#controller.signal.aborted) this.#controller.abort(err)
+    if (this.#onLost) {
+      try {
+        this.#onLost(err, this)
+      } catch (e) {
+        rethrowLater(e)
+      }
+    }
+  }
+}
+
+/**
+ * Waits for `acquiring`, runs `fn(signal, lock)`, and always releases.
+ * Resolves what `fn` resolves; rejects with the loss or close that ended the
+ * lock meanwhile (its `cause` fn's result or error), else with fn's error, else
+ * with the release's error (its `result` fn's result).
+ */
+async function runHolding(acquiring, fn) {
+  const lock = await acquiring
+  let result
+  let error
+  let failed = false
+  try {
+    result = await fn(lock.signal, lock)
+  } catch (e) {
+    failed = true
+    error = e
+  }
+  const before = lock.status === 'lost' ? lock.lossError : null
+  let releaseError = null
+  try {
+    await lock.release()
+  } catch (e) {
+    releaseError = e
+  }
+  const ended = before || lock[kEnd]()
+  if (ended) {
+    throw new LockError(ended.code, ended.message, { ...ended, cause: failed ? error : result })
+  }
+  if (failed) throw error
+  if (releaseError) {
+    releaseError.result = result
+    throw releaseError
+  }
+  return result
+}
+
+module.exports = { Lock, runHolding }

@@ -1,0 +1,197 @@
+//! The fast path's operations on the JS thread: each sends its command to
+//! every node's connection and settles its promise in the poll callback
+//! that reads the deciding reply.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use napi::bindgen_prelude::{PromiseRaw, ToNapiValue};
+use napi::{sys, Env};
+use tokio_util::sync::CancellationToken;
+
+use super::clients::{key_of, lookup};
+use super::conn::Conn;
+use super::reactor::Reactor;
+use crate::binding::errors::{to_napi, JsResult};
+use crate::binding::lock::NativeLock;
+use crate::binding::settle::{self, Deferred};
+use crate::core::fast::{self, Outcome};
+use crate::core::{self as core, Lock, Request};
+
+/// Settles at once, or after the events the operation reported.
+pub(super) fn finish<T: ToNapiValue + Send + 'static>(
+    env: sys::napi_env,
+    deferred: Deferred,
+    result: JsResult<T>,
+    in_turn: bool,
+) {
+    if in_turn {
+        settle::settle_in_turn(env, deferred, result);
+    } else {
+        deferred.settle(env, result);
+    }
+}
+
+/// Sends one operation's command to every node; `answer` takes each reply
+/// and, once, the outcome: (settle it, after reported events?).
+pub(super) fn fan_out<Op: 'static>(
+    r: &Reactor,
+    conns: &[Rc<Conn>],
+    op: Op,
+    cmd: fast::Packed,
+    timeout: Duration,
+    answer: impl Fn(&mut Op, usize, fast::Reply) + 'static,
+) {
+    let op = Rc::new(RefCell::new(op));
+    let answer = Rc::new(answer);
+    let deadline = Instant::now() + timeout;
+    for (i, conn) in conns.iter().enumerate() {
+        let (op, answer) = (op.clone(), answer.clone());
+        conn.send(
+            cmd.clone(),
+            deadline,
+            Box::new(move |reply| {
+                if let Ok(mut op) = op.try_borrow_mut() {
+                    answer(&mut op, i, reply);
+                }
+            }),
+        );
+    }
+    r.arm_for(deadline);
+}
+
+/// A first acquire attempt on the fast path; the request back when it cannot take it.
+pub fn acquire<'env>(
+    env: &'env Env,
+    client: &core::Client,
+    request: Box<Request>,
+) -> std::result::Result<PromiseRaw<'env, NativeLock>, Box<Request>> {
+    let Some((r, fast)) = lookup(env, key_of(client)) else {
+        return Err(request);
+    };
+    let Some(conns) = fast.ready(&r) else {
+        return Err(request);
+    };
+    let raw_env = env.raw();
+    let Ok((deferred, promise)) = settle::promise(raw_env) else {
+        return Err(request);
+    };
+    let mut op = fast::fast_acquire(client, request)?;
+    let cmd = op.packed.clone();
+    let timeout = op.timeout;
+    let client = client.clone();
+    let mut deferred = Some(deferred);
+    let undo_conns = conns.clone();
+    op.sending(Instant::now());
+    let settle_op = move |op: &mut fast::FastAcquire, i: usize, reply: fast::Reply| {
+        let Some(outcome) = op.answer(i, reply, Instant::now()) else {
+            return;
+        };
+        let Some(deferred) = deferred.take() else {
+            return;
+        };
+        match outcome {
+            Outcome::Won(lock) => {
+                let faulted = op.faulted();
+                finish(raw_env, deferred, Ok(NativeLock { lock }), faulted);
+            }
+            Outcome::Failed(e) => finish::<NativeLock>(raw_env, deferred, Err(to_napi(e)), false),
+            Outcome::Resume(resume) => {
+                if let Some(undo) = op.take_undo() {
+                    send_undo(&undo_conns, undo);
+                }
+                let client = client.clone();
+                let _ = settle::settle_deferred_later(raw_env, deferred, async move {
+                    let lock = client
+                        .acquire_resumed(*resume, CancellationToken::new())
+                        .await
+                        .map_err(to_napi)?;
+                    Ok(NativeLock { lock })
+                });
+            }
+        }
+    };
+    let settle_op = RefCell::new(settle_op);
+    fan_out(&r, &conns, op, cmd, timeout, move |op, i, reply| {
+        if let Ok(mut f) = settle_op.try_borrow_mut() {
+            f(op, i, reply)
+        }
+    });
+    Ok(PromiseRaw::new(raw_env, promise))
+}
+
+/// Sends a failed first attempt's undo, behind the attempt on its own
+/// connections (a stalled node then runs it after the attempt, never
+/// before); its answers tell the acquire loop which nodes it did not reach.
+fn send_undo(conns: &[Rc<Conn>], undo: fast::Undo) {
+    let fast::Undo {
+        release,
+        nodes,
+        timeout,
+        landing,
+    } = undo;
+    let landing = Rc::new(RefCell::new(landing));
+    let deadline = Instant::now() + timeout;
+    for i in nodes {
+        let Some(conn) = conns.get(i) else {
+            landing.borrow_mut().answered(i, None);
+            continue;
+        };
+        let landing = landing.clone();
+        let on_reply = move |reply| landing.borrow_mut().answered(i, Some(reply));
+        conn.send(release.clone(), deadline, Box::new(on_reply));
+    }
+}
+
+/// A release on the fast path, or `None` for the tokio path.
+pub fn release<'env>(env: &'env Env, lock: &Lock) -> Option<PromiseRaw<'env, bool>> {
+    if !fast::plain_release(lock) {
+        return None;
+    }
+    let (r, fast) = lookup(env, Arc::as_ptr(lock.parts().1) as usize)?;
+    let conns = fast.ready(&r)?;
+    let raw_env = env.raw();
+    let (deferred, promise) = settle::promise(raw_env).ok()?;
+    match fast::fast_release(lock) {
+        Err(answer) => deferred.settle(raw_env, Ok(answer)),
+        Ok(op) => settle_when_decided(&r, &conns, op, raw_env, deferred),
+    }
+    Some(PromiseRaw::new(raw_env, promise))
+}
+
+/// An extension on the fast path, or `None` for the tokio path.
+pub fn extend<'env>(env: &'env Env, lock: &Lock, ttl: Duration) -> Option<PromiseRaw<'env, ()>> {
+    let (r, fast) = lookup(env, Arc::as_ptr(lock.parts().1) as usize)?;
+    let conns = fast.ready(&r)?;
+    let op = fast::fast_extend(lock, ttl, Instant::now())?;
+    let raw_env = env.raw();
+    let (deferred, promise) = settle::promise(raw_env).ok()?;
+    settle_when_decided(&r, &conns, op, raw_env, deferred);
+    Some(PromiseRaw::new(raw_env, promise))
+}
+
+/// Sends a release or an extension and settles `deferred` with its outcome
+/// (after the events it reported).
+fn settle_when_decided<Op>(
+    r: &Reactor,
+    conns: &[Rc<Conn>],
+    op: Op,
+    raw_env: sys::napi_env,
+    deferred: Deferred,
+) where
+    Op: fast::Decided + 'static,
+    Op::Out: ToNapiValue + Send + 'static,
+{
+    let cmd = op.packed();
+    let timeout = op.timeout();
+    let deferred = RefCell::new(Some(deferred));
+    fan_out(r, conns, op, cmd, timeout, move |op, i, reply| {
+        if let Some(out) = op.answer(i, reply) {
+            if let Some(d) = deferred.borrow_mut().take() {
+                finish(raw_env, d, out.map_err(to_napi), op.faulted());
+            }
+        }
+    });
+}

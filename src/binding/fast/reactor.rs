@@ -1,0 +1,276 @@
+//! One JS thread's reactor: its libuv loop, the deadline timer, the fast
+//! connections and clients of that thread, and the teardown that closes
+//! every handle before the environment goes.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::ptr;
+use std::rc::{Rc, Weak};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use napi::bindgen_prelude::within_runtime_if_available;
+use napi::sys;
+
+use super::clients::FastClient;
+use super::conn::Conn;
+use super::runtime;
+use super::uv::{self, Handle, Uv};
+use crate::binding::settle::JsQueue;
+use crate::core::fast::Done;
+
+/// One JS thread's loop, its deadline timer and its clients' fast state.
+pub(super) struct Reactor {
+    pub(super) env: sys::napi_env,
+    pub(super) uv: &'static Uv,
+    pub(super) uv_loop: *mut c_void,
+    pub(super) timer: Handle,
+    pub(super) timer_at: Cell<Option<Instant>>,
+    pub(super) conns: RefCell<Vec<Weak<Conn>>>,
+    pub(super) clients: RefCell<HashMap<usize, Rc<FastClient>>>,
+    pub(super) resource: sys::napi_ref,
+    pub(super) context: sys::napi_async_context,
+    pub(super) queue: JsQueue,
+    /// Open while the environment lives: connect threads hand their result
+    /// over only through an open gate (the queue dies with the environment).
+    pub(super) gate: Arc<Mutex<bool>>,
+}
+
+thread_local! {
+    pub(super) static REACTOR: RefCell<Option<Rc<Reactor>>> = const { RefCell::new(None) };
+    /// This thread's libuv handles not closed yet (a closed one is gone once
+    /// its close callback ran).
+    pub(super) static OPEN: Cell<usize> = const { Cell::new(0) };
+    /// The environment's teardown, waiting for those handles to be closed.
+    pub(super) static TEARDOWN: Cell<sys::napi_async_cleanup_hook_handle> = const { Cell::new(ptr::null_mut()) };
+}
+
+pub(super) fn opened() {
+    let _ = OPEN.try_with(|n| n.set(n.get() + 1));
+}
+
+/// A handle's close callback ran: the last one lets a waiting teardown go on.
+pub(super) fn closed() {
+    let left = OPEN
+        .try_with(|n| {
+            n.set(n.get().saturating_sub(1));
+            n.get()
+        })
+        .unwrap_or(0);
+    if left == 0 {
+        let hook = TEARDOWN
+            .try_with(|t| t.replace(ptr::null_mut()))
+            .unwrap_or(ptr::null_mut());
+        if !hook.is_null() {
+            unsafe { sys::napi_remove_async_cleanup_hook(hook) };
+        }
+    }
+}
+
+pub(super) fn ok(status: sys::napi_status) -> Option<()> {
+    (status == sys::Status::napi_ok).then_some(())
+}
+
+/// This JS thread's reactor, if it has one.
+pub(super) fn current(env: sys::napi_env) -> Option<Rc<Reactor>> {
+    REACTOR
+        .try_with(|r| r.borrow().clone())
+        .ok()
+        .flatten()
+        .filter(|r| r.env == env)
+}
+
+/// This JS thread's reactor, set up on first use (inside a napi call).
+pub(super) fn reactor(env: sys::napi_env) -> Option<Rc<Reactor>> {
+    if let Some(r) = current(env) {
+        return Some(r);
+    }
+    if REACTOR.try_with(|r| r.borrow().is_some()).unwrap_or(true) {
+        return None; // another environment on this thread owns it
+    }
+    if !runtime::loop_is_libuv(env) {
+        return None;
+    }
+    let uv = uv::uv()?;
+    unsafe {
+        let mut uv_loop = ptr::null_mut();
+        ok(sys::napi_get_uv_event_loop(env, &mut uv_loop))?;
+        let uv_loop = uv_loop.cast::<c_void>();
+        let mut object = ptr::null_mut();
+        ok(sys::napi_create_object(env, &mut object))?;
+        let mut resource = ptr::null_mut();
+        ok(sys::napi_create_reference(env, object, 1, &mut resource))?;
+        let mut name = ptr::null_mut();
+        let label = "lockdog.fast";
+        ok(sys::napi_create_string_utf8(
+            env,
+            label.as_ptr().cast(),
+            label.len() as isize,
+            &mut name,
+        ))?;
+        let mut context = ptr::null_mut();
+        ok(sys::napi_async_init(env, object, name, &mut context))?;
+        let queue = JsQueue::of(env).ok()?;
+        // Teardown closes every handle and waits for libuv to be done with
+        // them: a loop closed with handles still open aborts the process.
+        let mut hook = ptr::null_mut();
+        ok(sys::napi_add_async_cleanup_hook(
+            env,
+            Some(cleanup),
+            ptr::null_mut(),
+            &mut hook,
+        ))?;
+        let Some(timer) = uv.timer(uv_loop) else {
+            sys::napi_remove_async_cleanup_hook(hook);
+            return None;
+        };
+        opened();
+        // The timer only bounds replies owed on polled sockets, which keep the loop alive.
+        uv.set_ref(timer, false);
+        let r = Rc::new(Reactor {
+            env,
+            uv,
+            uv_loop,
+            timer,
+            timer_at: Cell::new(None),
+            conns: RefCell::default(),
+            clients: RefCell::default(),
+            resource,
+            context,
+            queue,
+            gate: Arc::new(Mutex::new(true)),
+        });
+        REACTOR
+            .try_with(|slot| *slot.borrow_mut() = Some(r.clone()))
+            .ok()?;
+        Some(r)
+    }
+}
+
+/// The environment ends: close every handle; Node runs the loop until the
+/// last close callback removed this hook.
+unsafe extern "C" fn cleanup(hook: sys::napi_async_cleanup_hook_handle, _: *mut c_void) {
+    let _ = TEARDOWN.try_with(|t| t.set(hook));
+    let Some(r) = REACTOR.try_with(|r| r.borrow_mut().take()).ok().flatten() else {
+        closed_all_already();
+        return;
+    };
+    *r.gate.lock().unwrap_or_else(|p| p.into_inner()) = false;
+    r.clients.borrow_mut().clear();
+    let conns: Vec<Weak<Conn>> = r.conns.borrow_mut().drain(..).collect();
+    for conn in conns.iter().filter_map(Weak::upgrade) {
+        conn.abandon();
+        conn.close();
+    }
+    r.uv.timer_stop(r.timer);
+    r.uv.close(r.timer, free_timer);
+}
+
+/// Nothing left to close: the teardown goes on at once.
+pub(super) fn closed_all_already() {
+    let _ = OPEN.try_with(|n| n.set(n.get() + 1));
+    closed();
+}
+
+unsafe extern "C" fn free_timer(h: Handle) {
+    if let Some(uv) = uv::uv() {
+        uv.free_timer(h);
+    }
+    closed();
+}
+
+impl Reactor {
+    /// Runs `f` as a callback into JS would: a handle scope, the runtime
+    /// entered (the core may start tasks), and the microtasks that settled
+    /// promises queued run when it ends.
+    pub(super) fn in_scope(&self, f: impl FnOnce()) {
+        let env = self.env;
+        unsafe {
+            let mut handles = ptr::null_mut();
+            let handles_open = ok(sys::napi_open_handle_scope(env, &mut handles)).is_some();
+            let mut resource = ptr::null_mut();
+            let mut scope = ptr::null_mut();
+            let scope_open = ok(sys::napi_get_reference_value(
+                env,
+                self.resource,
+                &mut resource,
+            ))
+            .and_then(|_| {
+                ok(sys::napi_open_callback_scope(
+                    env,
+                    resource,
+                    self.context,
+                    &mut scope,
+                ))
+            })
+            .is_some();
+            within_runtime_if_available(f);
+            if scope_open {
+                sys::napi_close_callback_scope(env, scope);
+            }
+            if handles_open {
+                sys::napi_close_handle_scope(env, handles);
+            }
+        }
+    }
+
+    /// Makes the timer fire by `at` (a reply's deadline). O(1) per command:
+    /// the sweep finds what is due and re-arms for the earliest left.
+    pub(super) fn arm_for(&self, at: Instant) {
+        if self.timer_at.get().is_some_and(|t| t <= at) {
+            return;
+        }
+        self.timer_at.set(Some(at));
+        let ms = at.saturating_duration_since(Instant::now()).as_millis() as u64 + 1;
+        unsafe { self.uv.timer_start(self.timer, on_timer, ms) };
+    }
+
+    /// The earliest deadline of any reply owed (dropping closed connections).
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        self.conns.borrow_mut().retain(|c| match c.upgrade() {
+            Some(c) if !c.closed.get() => {
+                if let Some(d) = c.wire.try_borrow().ok().and_then(|w| w.next_deadline()) {
+                    next = Some(next.map_or(d, |n| n.min(d)));
+                }
+                true
+            }
+            _ => false,
+        });
+        next
+    }
+}
+
+/// The deadline sweep: a command past its deadline is answered with a timeout.
+unsafe extern "C" fn on_timer(_: Handle) {
+    let Some(r) = REACTOR.try_with(|r| r.borrow().clone()).ok().flatten() else {
+        return;
+    };
+    r.timer_at.set(None);
+    r.in_scope(|| {
+        let now = Instant::now();
+        let conns: Vec<Rc<Conn>> = r.conns.borrow().iter().filter_map(Weak::upgrade).collect();
+        for conn in conns {
+            let mut done = Done::new();
+            if let Ok(mut w) = conn.wire.try_borrow_mut() {
+                // Replies that came while the loop was busy count: read them first.
+                if !w.is_idle() {
+                    w.on_readable(&mut done);
+                }
+                w.expire(now, &mut done);
+            }
+            deliver(done);
+            conn.update();
+        }
+    });
+    if let Some(at) = r.next_deadline() {
+        r.arm_for(at);
+    }
+}
+
+pub(super) fn deliver(done: Done) {
+    for (on_reply, reply) in done {
+        on_reply(reply);
+    }
+}

@@ -1,0 +1,87 @@
+//! What goes back to JS as plain objects: a client's counters, an
+//! inspection of a lock key and a semaphore's count.
+
+use napi_derive::napi;
+
+use crate::core::stats::StatsSnapshot;
+use crate::core::{self as core};
+
+/// Counters of a client since it was created.
+#[napi(object)]
+pub struct LockStats {
+    /// Locks taken.
+    pub acquired: f64,
+    /// Attempts that found the lock held by another owner.
+    pub contended: f64,
+    /// Successful renewals and extensions.
+    pub renewed: f64,
+    /// Locks lost while held.
+    pub lost: f64,
+    /// Locks released by their holder.
+    pub released: f64,
+    /// Node failures seen (unreachable, timeout, error reply).
+    pub errors: f64,
+    /// Locks held right now.
+    pub held: f64,
+    /// Waits for a held lock that its release notice ended (rather than a retry timer).
+    pub woken: f64,
+}
+
+impl From<StatsSnapshot> for LockStats {
+    fn from(s: StatsSnapshot) -> Self {
+        LockStats {
+            acquired: s.acquired as f64,
+            contended: s.contended as f64,
+            renewed: s.renewed as f64,
+            lost: s.lost as f64,
+            released: s.released as f64,
+            errors: s.errors as f64,
+            held: s.held as f64,
+            woken: s.woken as f64,
+        }
+    }
+}
+
+/// What `inspect(key)` found, without changing anything.
+#[napi(object)]
+pub struct LockInspection {
+    /// True when a quorum of nodes holds the key with one value.
+    pub held: bool,
+    /// The holder's remaining TTL in ms (the shortest among the quorum), or null.
+    pub remaining_ms: Option<f64>,
+    /// The holder's token, masked to its first 8 characters, or null.
+    pub holder: Option<String>,
+    /// The key's fence counter (the last token handed out), or null.
+    pub fence: Option<f64>,
+}
+
+impl From<core::Inspection> for LockInspection {
+    fn from(i: core::Inspection) -> Self {
+        LockInspection {
+            held: i.held,
+            remaining_ms: i.remaining_ms.map(|v| v as f64),
+            holder: i.holder,
+            fence: i.fence.map(|v| v as f64),
+        }
+    }
+}
+
+/// Permits held in a semaphore, as a quorum of nodes counts them: on one node
+/// its count; on several nodes (Redlock) the holders that at least a quorum of
+/// nodes record, and their permits.
+#[napi(object)]
+pub struct SemaphoreCount {
+    /// Permits held by holders whose lease has not ended.
+    pub permits: u32,
+    /// How many holders hold them.
+    pub holders: u32,
+}
+
+impl From<core::semaphore::Count> for SemaphoreCount {
+    fn from(c: core::semaphore::Count) -> Self {
+        SemaphoreCount {
+            permits: c.permits,
+            holders: c.holders,
+        }
+    }
+}

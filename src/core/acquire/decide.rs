@@ -1,0 +1,184 @@
+//! The acquire loop's decisions after an attempt that did not win, pure:
+//! give up (with the attempt's failure, or as a timeout once the wait is
+//! over), or retry after how long a pause. The time (`now`) and the jitter
+//! drawn are arguments.
+
+use std::time::{Duration, Instant};
+
+use crate::core::config::AcquireSpec;
+use crate::core::quorum::Acquired;
+
+/// The caller's bounds on retrying.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Bounds {
+    pub retry_delay: Duration,
+    pub retry_count: Option<u32>,
+    pub wait_until: Instant,
+    /// `waitTimeout` 0 asks for one attempt with no waiting.
+    pub wait_bounds_attempts: bool,
+}
+
+impl Bounds {
+    pub(super) fn of(spec: &AcquireSpec, wait_until: Instant) -> Bounds {
+        Bounds {
+            retry_delay: spec.retry_delay,
+            retry_count: spec.retry_count,
+            wait_until,
+            wait_bounds_attempts: !spec.wait_timeout.is_zero(),
+        }
+    }
+}
+
+/// What follows an attempt that did not win.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Next {
+    /// Give up with the attempt's own failure.
+    GiveUp,
+    /// The wait is over: give up with the failure as a timeout.
+    TimedOut,
+    /// Undo the attempt, pause, and try again.
+    Retry,
+}
+
+/// After attempt number `attempts` came to `verdict` at `now`: contention is
+/// waited out, and so is an outage (`worth_retrying`: nodes unreachable,
+/// loading, read-only after a failover), within the same budget.
+pub(super) fn next(
+    verdict: Acquired,
+    worth_retrying: bool,
+    attempts: u32,
+    b: &Bounds,
+    now: Instant,
+) -> Next {
+    let contended = matches!(verdict, Acquired::Contended { .. });
+    let outage = verdict == Acquired::NoQuorum && b.wait_bounds_attempts && worth_retrying;
+    let retries_left = b.retry_count.is_none_or(|r| attempts <= r);
+    if !(contended || outage) || !retries_left {
+        Next::GiveUp
+    } else if now >= b.wait_until {
+        Next::TimedOut
+    } else {
+        Next::Retry
+    }
+}
+
+/// The pause before the next attempt, once the undo landed at `now`
+/// (`None`: the wait is over). `longest_pttl`: the holder's lease left;
+/// `heard`: its release notice will wake us.
+pub(super) fn pause(
+    longest_pttl: Option<u64>,
+    heard: bool,
+    jitter: Duration,
+    b: &Bounds,
+    now: Instant,
+) -> Option<Duration> {
+    if now >= b.wait_until {
+        return None;
+    }
+    let mut pause = b.retry_delay + jitter;
+    if let Some(ms) = longest_pttl {
+        let lease_end = Duration::from_millis(ms.saturating_add(1));
+        // A caller that gave retryCount bounds every pause by retryDelay + jitter.
+        pause = if heard && b.retry_count.is_none() {
+            // Its release wakes us: no polling, only a bound for a holder
+            // that vanished (or a notice lost to a cut) at its lease's end.
+            lease_end + jitter
+        } else {
+            // The holder's lease ends sooner than our pause: try right after it.
+            pause.min(lease_end)
+        };
+    }
+    Some(pause.min(b.wait_until - now))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn bounds(t0: Instant, retry_count: Option<u32>, wait: u64) -> Bounds {
+        Bounds {
+            retry_delay: ms(200),
+            retry_count,
+            wait_until: t0 + ms(wait),
+            wait_bounds_attempts: wait > 0,
+        }
+    }
+
+    const HELD: Acquired = Acquired::Contended {
+        longest_pttl: Some(50),
+    };
+
+    #[test]
+    fn contention_is_retried_within_the_wait() {
+        let t0 = Instant::now();
+        let b = bounds(t0, None, 1_000);
+        assert_eq!(next(HELD, false, 1, &b, t0 + ms(10)), Next::Retry);
+        assert_eq!(next(HELD, false, 9, &b, t0 + ms(1_000)), Next::TimedOut);
+    }
+
+    #[test]
+    fn retry_count_bounds_the_attempts() {
+        let t0 = Instant::now();
+        let none = bounds(t0, Some(0), 1_000);
+        assert_eq!(next(HELD, false, 1, &none, t0), Next::GiveUp);
+        let two = bounds(t0, Some(2), 1_000);
+        assert_eq!(next(HELD, false, 2, &two, t0), Next::Retry);
+        assert_eq!(next(HELD, false, 3, &two, t0), Next::GiveUp);
+    }
+
+    #[test]
+    fn an_outage_is_waited_out_only_when_worth_it_and_the_wait_allows() {
+        let t0 = Instant::now();
+        let b = bounds(t0, None, 1_000);
+        assert_eq!(next(Acquired::NoQuorum, true, 1, &b, t0), Next::Retry);
+        assert_eq!(next(Acquired::NoQuorum, false, 1, &b, t0), Next::GiveUp);
+        let no_wait = bounds(t0, None, 0);
+        assert_eq!(
+            next(Acquired::NoQuorum, true, 1, &no_wait, t0),
+            Next::GiveUp
+        );
+    }
+
+    #[test]
+    fn too_late_is_never_retried() {
+        let t0 = Instant::now();
+        let b = bounds(t0, None, 1_000);
+        assert_eq!(next(Acquired::TooLate, true, 1, &b, t0), Next::GiveUp);
+    }
+
+    #[test]
+    fn the_pause_is_the_retry_delay_and_jitter_without_a_holder() {
+        let t0 = Instant::now();
+        let b = bounds(t0, None, 1_000);
+        assert_eq!(pause(None, false, ms(7), &b, t0), Some(ms(207)));
+    }
+
+    #[test]
+    fn a_holder_whose_lease_ends_sooner_is_tried_right_after_it() {
+        let t0 = Instant::now();
+        let b = bounds(t0, None, 1_000);
+        assert_eq!(pause(Some(50), false, ms(7), &b, t0), Some(ms(51)));
+        assert_eq!(pause(Some(500), false, ms(7), &b, t0), Some(ms(207)));
+    }
+
+    #[test]
+    fn a_heard_holder_is_waited_for_until_its_lease_ends() {
+        let t0 = Instant::now();
+        let b = bounds(t0, None, 10_000);
+        assert_eq!(pause(Some(500), true, ms(7), &b, t0), Some(ms(508)));
+        let counted = bounds(t0, Some(3), 10_000);
+        assert_eq!(pause(Some(500), true, ms(7), &counted, t0), Some(ms(207)));
+    }
+
+    #[test]
+    fn no_pause_outlasts_the_wait() {
+        let t0 = Instant::now();
+        let b = bounds(t0, None, 100);
+        assert_eq!(pause(None, false, ms(7), &b, t0 + ms(40)), Some(ms(60)));
+        assert_eq!(pause(None, false, ms(7), &b, t0 + ms(100)), None);
+    }
+}

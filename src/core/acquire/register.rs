@@ -1,0 +1,50 @@
+//! Registering a won attempt as a held lock: the lock's state, its counters,
+//! and its place in the watchdog.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::core::lock::Lock;
+use crate::core::lock_state::{LockState, NewLock};
+use crate::core::model::Won;
+use crate::core::shared::Inner;
+use crate::core::time::later;
+
+impl Inner {
+    /// Registers a won attempt as a held lock, renewed by the watchdog (which
+    /// this starts, so it runs within the runtime).
+    pub(crate) fn register(self: &Arc<Self>, won: Won<'_>) -> Lock {
+        let Won {
+            keys,
+            token,
+            attempts,
+            started,
+            spec,
+            attempt,
+        } = won;
+        let drift = self.cfg.drift_for(spec.ttl);
+        let state = Arc::new(LockState::new(NewLock {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            keys,
+            prefix_len: self.cfg.key_prefix.len(),
+            token,
+            attempts,
+            deadline: later(started, spec.ttl.saturating_sub(drift)),
+            ttl: spec.ttl,
+            renew_every: spec.renew_interval,
+            hold_until: spec.max_hold.map(|h| later(started, h)),
+            auto_renew: spec.auto_renew,
+            // Counters start at 1: 0 is an attempt that took no fence
+            // (permits), which has none rather than a misleading 0.
+            fence: Some(attempt.fence).filter(|&f| self.cfg.fencing && f > 0),
+            wait_replicas: spec.wait_replicas,
+            answers: attempt.record.clone(),
+        }));
+        state.set_replicas(attempt.replicas);
+        self.stats.acquired.fetch_add(1, Ordering::Relaxed);
+        self.stats.held.fetch_add(1, Ordering::Relaxed);
+        self.watchdog.start(self);
+        self.watchdog.watch(state.clone());
+        Lock::new(state, self.clone())
+    }
+}

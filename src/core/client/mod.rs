@@ -1,0 +1,376 @@
+//! The public client: it checks input, builds the nodes, prepares requests
+//! and closes; `stored.rs` looks at or clears stored lock keys. Taking a
+//! lock is `acquire/`, keeping it `renew.rs`. Every operation goes to all nodes in
+//! parallel and needs a quorum (floor(N/2) + 1; 1 of 1 for a single node),
+//! decided in `quorum/`.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use futures_util::future::join_all;
+use tokio_util::sync::CancellationToken;
+
+use crate::core::config::{AcquireOptions, AcquireSpec, ClientConfig};
+use crate::core::error::{ErrorCode, LockError, NodeReport, Result};
+use crate::core::keys::{self, fence_key, lock_keys};
+use crate::core::lock::Lock;
+use crate::core::model::{self, Request, Resume};
+use crate::core::node::Node;
+use crate::core::shared::{EventHook, Inner};
+use crate::core::stats::StatsSnapshot;
+use crate::core::{acquire, adopt};
+
+mod stored;
+
+pub use stored::Inspection;
+
+/// A lock client over one or more independent Redis masters. Cheap to clone.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+/// A [`Client`] that may be gone.
+#[derive(Clone)]
+pub struct WeakClient(std::sync::Weak<Inner>);
+
+impl WeakClient {
+    pub fn upgrade(&self) -> Option<Client> {
+        self.0.upgrade().map(|inner| Client { inner })
+    }
+}
+
+/// What [`Client::inspect`] found.
+impl Client {
+    /// Checks the configuration and parses every node URL; opens no connection.
+    pub fn new(cfg: ClientConfig, hook: Option<EventHook>) -> Result<Client> {
+        cfg.validate()?;
+        let mut nodes: Vec<Node> = Vec::with_capacity(cfg.nodes.len());
+        if let Some(sentinel) = &cfg.sentinel {
+            nodes.push(Node::for_sentinel(sentinel, cfg.connect_timeout)?);
+        }
+        for spec in &cfg.nodes {
+            let node = Node::for_spec(spec, &cfg)?;
+            let seen: Vec<&str> = nodes.iter().flat_map(Node::addresses).collect();
+            if let Some(twice) = node.addresses().into_iter().find(|a| seen.contains(a)) {
+                return Err(LockError::invalid_value(
+                    "nodes",
+                    &format!("lists {twice} twice; Redlock needs independent nodes"),
+                ));
+            }
+            nodes.push(node);
+        }
+        Ok(Client {
+            inner: Arc::new(Inner::new(cfg, nodes, hook)),
+        })
+    }
+
+    /// A handle that does not keep the client alive.
+    pub fn downgrade(&self) -> WeakClient {
+        WeakClient(Arc::downgrade(&self.inner))
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
+        &self.inner
+    }
+
+    pub fn config(&self) -> &ClientConfig {
+        &self.inner.cfg
+    }
+
+    pub fn node_names(&self) -> Vec<String> {
+        self.inner.nodes.iter().map(|n| n.name.clone()).collect()
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::Acquire)
+    }
+
+    pub fn stats(&self) -> StatsSnapshot {
+        self.inner.stats.snapshot()
+    }
+
+    /// Resolves options against the client's defaults, without I/O.
+    pub fn resolve(&self, opts: &AcquireOptions) -> Result<AcquireSpec> {
+        let spec = opts.or(&self.inner.cfg.defaults).resolve()?;
+        self.inner.cfg.check_spec(&spec)?;
+        Ok(spec)
+    }
+
+    /// Takes the lock on `keys` (all of them, as one lock), waiting and retrying
+    /// on contention as `opts` allows. `cancel` aborts the wait.
+    pub async fn acquire(
+        &self,
+        keys: Vec<String>,
+        opts: &AcquireOptions,
+        cancel: CancellationToken,
+    ) -> Result<Lock> {
+        let request = self.prepare_lock(keys, opts)?;
+        self.acquire_prepared(request, cancel).await
+    }
+
+    /// [`Client::prepare`] for a plain lock, taking the caller's place among
+    /// this client's callers of the key: call it when the caller calls, so
+    /// that they are served in call order.
+    pub fn prepare_lock(&self, keys: Vec<String>, opts: &AcquireOptions) -> Result<Request> {
+        let mut request = self.prepare(keys, opts)?;
+        if let [name] = request.names.as_slice() {
+            let key = keys::prefixed(&self.inner.cfg.key_prefix, std::slice::from_ref(name));
+            request.arrival = Some(self.inner.waiters.arrive(&key[0]));
+        }
+        Ok(request)
+    }
+
+    /// Checks keys and options without I/O, so bad input fails before anything is sent.
+    pub fn prepare(&self, keys: Vec<String>, opts: &AcquireOptions) -> Result<Request> {
+        if self.is_closed() {
+            return Err(LockError::closed());
+        }
+        let names = lock_keys(keys)?;
+        let cfg = &self.inner.cfg;
+        for name in &names {
+            keys::check_not_derived(name, &format!("{}{name}", cfg.key_prefix))?;
+        }
+        if cfg.has_cluster() {
+            // One script must reach every key, so they must live in one hash slot.
+            let keys = keys::prefixed(&cfg.key_prefix, &names);
+            let fences: Vec<String> = if cfg.fencing {
+                keys.iter().map(|k| fence_key(k)).collect()
+            } else {
+                Vec::new()
+            };
+            keys::check_one_slot(&names, &keys, &fences)?;
+        }
+        Ok(Request {
+            names,
+            spec: self.resolve(opts)?,
+            permits: None,
+            arrival: None,
+        })
+    }
+
+    /// [`Client::acquire`] for a request [`Client::prepare`] has checked.
+    pub async fn acquire_prepared(
+        &self,
+        request: Request,
+        cancel: CancellationToken,
+    ) -> Result<Lock> {
+        acquire::acquire(&self.inner, request, cancel).await
+    }
+
+    /// Goes on with an acquisition whose first attempt the fast path made.
+    pub async fn acquire_resumed(&self, resume: Resume, cancel: CancellationToken) -> Result<Lock> {
+        acquire::acquire_resumed(&self.inner, resume, cancel).await
+    }
+
+    /// One attempt: the lock, or `None` when another owner holds it.
+    pub async fn try_acquire(
+        &self,
+        keys: Vec<String>,
+        opts: &AcquireOptions,
+    ) -> Result<Option<Lock>> {
+        let mut once = opts.clone();
+        once.retry_count = Some(Some(0));
+        match self.acquire(keys, &once, CancellationToken::new()).await {
+            Ok(lock) => Ok(Some(lock)),
+            Err(e) if e.code == ErrorCode::Taken => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Continues the lock on `keys` whose value is `token` (e.g. handed over by
+    /// another process): one token-checked extend to the resolved ttl on every
+    /// node, then the watchdog renews it like an acquired lock. Never creates a
+    /// key; `ERR_LOCK_LOST` when the keys are gone or hold another token.
+    pub async fn adopt(
+        &self,
+        keys: Vec<String>,
+        token: String,
+        opts: &AcquireOptions,
+    ) -> Result<Lock> {
+        let request = self.prepare_adopt(keys, &token, opts)?;
+        adopt::adopt(&self.inner, request, token).await
+    }
+
+    /// Checks an adoption's keys, token and options without I/O.
+    pub fn prepare_adopt(
+        &self,
+        keys: Vec<String>,
+        token: &str,
+        opts: &AcquireOptions,
+    ) -> Result<Request> {
+        adopt::check_token(token)?;
+        self.prepare(keys, opts)
+    }
+
+    /// [`Client::adopt`] for a request [`Client::prepare_adopt`] has checked.
+    pub async fn adopt_prepared(&self, request: Request, token: String) -> Result<Lock> {
+        adopt::adopt(&self.inner, request, token).await
+    }
+
+    /// Checks a semaphore acquisition (`permits` of `limit` on one key)
+    /// without I/O; [`Client::acquire_prepared`] then takes the permits.
+    pub fn prepare_permits(
+        &self,
+        name: String,
+        limit: u32,
+        permits: u32,
+        opts: &AcquireOptions,
+    ) -> Result<Request> {
+        let mut permits = model::check_permits(limit, permits)?;
+        if self.inner.nodes.len() > 1 {
+            // Holders each on a different majority could exceed a count kept per
+            // node: on several nodes permits are numbered slots, each a mutex.
+            permits.kind = model::Kind::Slots;
+        }
+        let mut request = self.prepare(vec![name], opts)?;
+        request.permits = Some(permits);
+        Ok(request)
+    }
+
+    /// Checks a read-write lock acquisition (a reader, or with `write` the
+    /// writer) without I/O; [`Client::acquire_prepared`] then takes it.
+    pub fn prepare_rw(&self, name: String, write: bool, opts: &AcquireOptions) -> Result<Request> {
+        let mut request = self.prepare(vec![name], opts)?;
+        request.permits = Some(model::rw_permits(write));
+        Ok(request)
+    }
+
+    /// Checks a fair lock acquisition without I/O: waiters of `name` across
+    /// every process are served in arrival order through a line kept in Redis.
+    /// One key, one node or a cluster (not Redlock, whose attempts change tokens).
+    pub fn prepare_fair(&self, name: String, opts: &AcquireOptions) -> Result<Request> {
+        if self.inner.nodes.len() > 1 {
+            return Err(LockError::invalid_value(
+                "fair",
+                "is not supported with several nodes (Redlock)",
+            ));
+        }
+        let mut request = self.prepare(vec![name], opts)?;
+        request.permits = Some(model::fair_permits());
+        Ok(request)
+    }
+
+    /// [`Client::prepare_permits`], served in arrival order across processes
+    /// like [`Client::prepare_fair`]: the permits are taken only when they fit
+    /// beside those of every earlier waiter.
+    pub fn prepare_fair_permits(
+        &self,
+        name: String,
+        limit: u32,
+        permits: u32,
+        opts: &AcquireOptions,
+    ) -> Result<Request> {
+        let request = self.prepare_fair(name.clone(), opts)?;
+        let p = self.prepare_permits(name, limit, permits, opts)?.permits;
+        Ok(Request {
+            permits: p.map(model::fair),
+            ..request
+        })
+    }
+
+    /// [`Client::prepare_rw`], served in arrival order across processes:
+    /// readers at the head of the line enter together, a writer alone.
+    pub fn prepare_fair_rw(
+        &self,
+        name: String,
+        write: bool,
+        opts: &AcquireOptions,
+    ) -> Result<Request> {
+        let request = self.prepare_fair(name, opts)?;
+        Ok(Request {
+            permits: Some(model::fair(model::rw_permits(write))),
+            ..request
+        })
+    }
+
+    /// Releases the lock on `keys` wherever its keys hold `token`, without
+    /// adopting it (a lock taken by another process, its token handed over):
+    /// one token-checked delete on every node. Each node's answer: `Ok` where it
+    /// held the token, `NotHeld` where the keys were gone or another owner's.
+    pub async fn release_token(&self, keys: Vec<String>, token: &str) -> Result<Vec<NodeReport>> {
+        adopt::check_token(token)?;
+        let request = self.prepare(keys, &AcquireOptions::default())?;
+        stored::release_token(&self.inner, &request.names, token).await
+    }
+
+    /// How many callers of this client wait in line for the lock `name`.
+    pub fn waiting(&self, name: &str) -> usize {
+        stored::waiting(&self.inner, name)
+    }
+
+    /// Counts the permits held in the semaphore `name` by unexpired holders.
+    pub async fn count_permits(&self, name: &str) -> Result<crate::core::semaphore::Count> {
+        stored::count_permits(&self.inner, name).await
+    }
+
+    /// Looks at a lock key on every node without touching it.
+    pub async fn inspect(&self, name: &str) -> Result<Inspection> {
+        stored::inspect(&self.inner, name).await
+    }
+
+    /// Deletes the lock key on every node, whoever holds it. Unsafe: the holder
+    /// is not told and may still be working. Returns on how many nodes it existed.
+    pub async fn force_release(&self, name: &str) -> Result<usize> {
+        stored::force_release(&self.inner, name).await
+    }
+
+    /// Completes once the nodes a Redlock operation did not wait for (its
+    /// outcome was decided by a quorum) have answered or timed out, and every
+    /// other background cleanup (undone attempts, releases of lost locks) ended.
+    pub async fn settled(&self) {
+        self.inner.settled().await
+    }
+
+    /// Closes at once, without a round trip: the watchdog stops, every held
+    /// lock ends (its keys expire by TTL) and the connections close. For
+    /// when nothing may be awaited any more (the runtime is going away).
+    pub fn abandon(&self) {
+        let inner = &self.inner;
+        if inner.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        inner.watchdog.stop();
+        let held = inner
+            .watchdog
+            .drain()
+            .into_iter()
+            .filter(|s| s.end_released())
+            .count();
+        inner.stats.held.fetch_sub(held as u64, Ordering::Relaxed);
+        for node in &inner.nodes {
+            node.disconnect();
+        }
+    }
+
+    /// Stops every watchdog, releases every held lock, waits for the cleanup
+    /// releases still running in the background, then closes connections.
+    /// Later calls fail with `ERR_LOCK_CLOSED`.
+    pub async fn close(&self) {
+        let inner = &self.inner;
+        if inner.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        inner.watchdog.stop();
+        let held: Vec<_> = inner
+            .watchdog
+            .drain()
+            .into_iter()
+            .filter(|s| s.end_released())
+            .collect();
+        inner
+            .stats
+            .held
+            .fetch_sub(held.len() as u64, Ordering::Relaxed);
+        join_all(held.iter().map(|s| inner.release_state(s))).await;
+        // Cleanup releases still running (undone attempts, lost locks) go first.
+        inner.settled().await;
+        for node in &inner.nodes {
+            node.disconnect();
+        }
+        // A client that held many locks leaves as much freed memory behind.
+        if held.len() >= crate::core::memory::BURST {
+            crate::core::memory::give_back();
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! A manual extension on the fast path: `ops::extend` fed the replies as
+//! the JS thread's loop reads them.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{packed, Decided, Late, Packed, Reply};
+use crate::core::error::Result;
+use crate::core::lock::Lock;
+use crate::core::lock_state::{LockState, Status};
+use crate::core::ops;
+use crate::core::renew;
+use crate::core::shared::Inner;
+use crate::core::time::ms_of;
+
+/// A manual extension on every node, its answers so far.
+pub struct FastExtend {
+    inner: Arc<Inner>,
+    state: Arc<LockState>,
+    ttl: Duration,
+    started: Instant,
+    packed: Packed,
+    timeout: Duration,
+    op: ops::extend::Extend,
+    late: Late,
+    /// Holds off renewals of this lock until the outcome.
+    lease: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+/// Starts extending `lock` to `ttl` at `now`; `None` sends it the tokio way,
+/// which gives every error of a lock that cannot be extended, and waits for
+/// a renewal of it in flight.
+pub fn fast_extend(lock: &Lock, ttl: Duration, now: Instant) -> Option<FastExtend> {
+    let (state, inner) = lock.parts();
+    let single_acked = state.wait_replicas.is_some() && inner.nodes.len() == 1;
+    if inner.ensure_open().is_err()
+        || state.status() != Status::Held
+        || ttl <= inner.cfg.drift_for(ttl)
+        || single_acked
+    {
+        return None;
+    }
+    let lease = state.try_lease_guard()?;
+    state.next_generation();
+    let packed = packed(&ops::extend::call(&state.keys, &state.token, ms_of(ttl)));
+    Some(FastExtend {
+        op: ops::extend::Extend::new(inner.nodes.len(), state.answers.clone()),
+        late: Late::new(inner.clone()),
+        inner: inner.clone(),
+        state: state.clone(),
+        ttl,
+        started: now,
+        packed,
+        timeout: inner.cfg.node_timeout_for(ttl),
+        lease: Some(lease),
+    })
+}
+
+impl Decided for FastExtend {
+    type Out = ();
+
+    fn packed(&self) -> Packed {
+        self.packed.clone()
+    }
+
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn faulted(&self) -> bool {
+        self.op.faulted()
+    }
+
+    fn answer(&mut self, i: usize, reply: Reply) -> Option<Result<()>> {
+        let answers = self.late.follow(self.op.on_reply(i, reply))?;
+        self.lease.as_ref()?;
+        let out = renew::extended(&self.inner, &self.state, &answers, self.started, self.ttl);
+        self.lease = None;
+        Some(out)
+    }
+}

@@ -1,0 +1,82 @@
+//! A release on the fast path: `ops::release` fed the replies as the JS
+//! thread's loop reads them.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{packed, Decided, Late, Packed, Reply};
+use crate::core::error::Result;
+use crate::core::keys::CHANNEL_PREFIX;
+use crate::core::lock::Lock;
+use crate::core::lock_state::LockState;
+use crate::core::ops;
+use crate::core::shared::Inner;
+
+/// A release on every node, its answers so far.
+pub struct FastRelease {
+    inner: Arc<Inner>,
+    state: Arc<LockState>,
+    packed: Packed,
+    timeout: Duration,
+    op: ops::release::Release,
+    late: Late,
+}
+
+/// Whether `lock` is released by the lock script the fast path sends: a fair
+/// lock's release hands the key to the next waiter in line, and a semaphore
+/// attempt on several nodes is undone by its own script (both on tokio).
+pub fn plain_release(lock: &Lock) -> bool {
+    let token = &lock.parts().0.token;
+    !token.starts_with(crate::core::node::FAIR_TOKEN)
+        && !crate::core::acquire::is_slot_attempt(token)
+}
+
+/// Starts releasing `lock`: `Err` with the answer when there is nothing to
+/// send (it had already ended), as on tokio.
+pub fn fast_release(lock: &Lock) -> std::result::Result<FastRelease, bool> {
+    let (state, inner) = lock.parts();
+    if !state.end_released() {
+        return Err(false);
+    }
+    inner.watchdog.unwatch(state.id);
+    inner.stats.held.fetch_sub(1, Ordering::Relaxed);
+    let packed = packed(&ops::release::call(
+        &state.keys,
+        &state.token,
+        CHANNEL_PREFIX,
+    ));
+    Ok(FastRelease {
+        op: ops::release::Release::new(inner.nodes.len(), state.keys.len(), state.answers.clone()),
+        late: Late::new(inner.clone()),
+        inner: inner.clone(),
+        state: state.clone(),
+        packed,
+        timeout: inner.cfg.command_timeout,
+    })
+}
+
+impl Decided for FastRelease {
+    type Out = bool;
+
+    fn packed(&self) -> Packed {
+        self.packed.clone()
+    }
+
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn faulted(&self) -> bool {
+        self.op.faulted()
+    }
+
+    fn answer(&mut self, i: usize, reply: Reply) -> Option<Result<bool>> {
+        let answers = self.late.follow(self.op.on_reply(i, reply))?;
+        let out = self.inner.release_verdict(&self.state, &answers);
+        if let Ok(true) = out {
+            self.inner.stats.released.fetch_add(1, Ordering::Relaxed);
+        }
+        Some(out)
+    }
+}

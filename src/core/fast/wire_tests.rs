@@ -1,0 +1,167 @@
+//! The fast connection's transport against a socket pair (the test plays the server).
+
+use std::cell::RefCell;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::rc::Rc;
+
+use super::*;
+use crate::core::fast::socket::Socket;
+
+/// A wire on one end of a socket pair; the test plays the server.
+fn pair() -> (Wire, UnixStream) {
+    let (a, b) = UnixStream::pair().expect("socketpair");
+    a.set_nonblocking(true).expect("nonblocking");
+    (Wire::new(Socket::Unix(a)), b)
+}
+
+type Seen = Rc<RefCell<Vec<(usize, Answer)>>>;
+
+fn recorder(seen: &Seen, i: usize) -> OnReply {
+    let seen = seen.clone();
+    Box::new(move |reply| seen.borrow_mut().push((i, reply)))
+}
+
+fn later() -> Instant {
+    Instant::now() + Duration::from_secs(60)
+}
+
+fn run(done: Done) {
+    for (f, r) in done {
+        f(r)
+    }
+}
+
+fn read_all(server: &mut UnixStream, n: usize) -> Vec<u8> {
+    let mut buf = vec![0; n];
+    server.read_exact(&mut buf).expect("read");
+    buf
+}
+
+#[test]
+fn replies_go_to_their_commands_in_order_even_in_pieces() {
+    let (mut wire, mut server) = pair();
+    let seen = Seen::default();
+    let mut done = Done::new();
+    wire.send(b"A", later(), recorder(&seen, 1), &mut done);
+    wire.send(b"B", later(), recorder(&seen, 2), &mut done);
+    assert_eq!(read_all(&mut server, 2), b"AB");
+    server.write_all(b":1\r\n:2").expect("write");
+    wire.on_readable(&mut done);
+    run(std::mem::take(&mut done));
+    assert_eq!(seen.borrow().len(), 1);
+    server.write_all(b"2\r\n").expect("write");
+    wire.on_readable(&mut done);
+    run(done);
+    let seen = seen.borrow();
+    assert!(matches!(seen[0], (1, Ok(Reply::Int(1)))));
+    assert!(matches!(seen[1], (2, Ok(Reply::Int(22)))));
+    assert!(wire.is_idle() && !wire.is_broken());
+}
+
+#[test]
+fn noscript_sends_the_script_itself_once_per_flush() {
+    const SOURCE: &str = "return 7";
+    let script = |key: &str| {
+        let mut c = redis::cmd("EVALSHA");
+        c.arg(redis::Script::new(SOURCE).get_hash()).arg(1).arg(key);
+        Arc::new(Script::new(c.get_packed_command(), SOURCE))
+    };
+    let eval = |key: &str| {
+        let mut c = redis::cmd("EVAL");
+        c.arg(SOURCE).arg(1).arg(key);
+        c.get_packed_command()
+    };
+    let (mut wire, mut server) = pair();
+    let seen = Seen::default();
+    let mut done = Done::new();
+    // Three calls in flight when the node answers NOSCRIPT to each.
+    let calls = [script("a"), script("b"), script("c")];
+    let sent: usize = calls.iter().map(|c| c.evalsha().len()).sum();
+    for (i, call) in calls.iter().enumerate() {
+        wire.send_script(call.clone(), later(), recorder(&seen, i + 1), &mut done);
+    }
+    assert_eq!(read_all(&mut server, sent).len(), sent);
+    server
+        .write_all(&b"-NOSCRIPT No matching script\r\n".repeat(3))
+        .expect("write");
+    wire.on_readable(&mut done);
+    assert!(done.is_empty(), "not answered yet");
+    // The first goes again with the script itself, the others as EVALSHA behind it.
+    let again = [
+        eval("a"),
+        calls[1].evalsha().to_vec(),
+        calls[2].evalsha().to_vec(),
+    ]
+    .concat();
+    assert_eq!(read_all(&mut server, again.len()), again);
+    server.write_all(b":7\r\n:8\r\n:9\r\n").expect("write");
+    wire.on_readable(&mut done);
+    run(done);
+    let seen = seen.borrow();
+    assert!(matches!(seen[0], (1, Ok(Reply::Int(7)))));
+    assert!(matches!(seen[2], (3, Ok(Reply::Int(9)))));
+}
+
+#[test]
+fn an_error_reply_is_the_nodes_error() {
+    let (mut wire, mut server) = pair();
+    let seen = Seen::default();
+    let mut done = Done::new();
+    wire.send(b"X", later(), recorder(&seen, 1), &mut done);
+    server.write_all(b"-WRONGTYPE bad\r\n").expect("write");
+    wire.on_readable(&mut done);
+    run(done);
+    let seen = seen.borrow();
+    let Ok(value) = &seen[0].1 else {
+        panic!("a reply")
+    };
+    assert!(matches!(value, Reply::Error(m) if m.text() == "WRONGTYPE bad"));
+}
+
+#[test]
+fn a_cut_fails_every_command_owed() {
+    let (mut wire, server) = pair();
+    let seen = Seen::default();
+    let mut done = Done::new();
+    wire.send(b"A", later(), recorder(&seen, 1), &mut done);
+    wire.send(b"B", later(), recorder(&seen, 2), &mut done);
+    drop(server);
+    wire.on_readable(&mut done);
+    run(done);
+    assert!(wire.is_broken());
+    let seen = seen.borrow();
+    assert_eq!(seen.len(), 2);
+    assert!(seen
+        .iter()
+        .all(|(_, r)| matches!(r, Err(NodeAnswer::Unreachable(_)))));
+    let mut done = Done::new();
+    wire.send(b"C", later(), Box::new(|_| {}), &mut done);
+    assert!(matches!(done[0].1, Err(NodeAnswer::Unreachable(_))));
+}
+
+#[test]
+fn a_deadline_answers_timeout_and_the_connection_stays_in_step() {
+    let (mut wire, mut server) = pair();
+    let seen = Seen::default();
+    let mut done = Done::new();
+    let soon = Instant::now() + Duration::from_millis(5);
+    wire.send(b"A", soon, recorder(&seen, 1), &mut done);
+    wire.send(b"B", later(), recorder(&seen, 2), &mut done);
+    assert_eq!(wire.next_deadline(), Some(soon));
+    wire.expire(Instant::now(), &mut done);
+    assert!(done.is_empty(), "not due yet");
+    wire.expire(soon, &mut done);
+    run(std::mem::take(&mut done));
+    assert!(matches!(seen.borrow()[0], (1, Err(NodeAnswer::Timeout))));
+    assert!(!wire.is_broken());
+    assert_eq!(read_all(&mut server, 2), b"AB");
+    // The late reply to A is dropped; B gets its own.
+    server.write_all(b":1\r\n:2\r\n").expect("write");
+    wire.on_readable(&mut done);
+    run(done);
+    let seen = seen.borrow();
+    assert_eq!(seen.len(), 2);
+    assert!(matches!(seen[1], (2, Ok(Reply::Int(2)))));
+    assert!(wire.is_idle());
+}

@@ -1,0 +1,238 @@
+//! What an acquisition takes: a plain lock (no permits), or permits of a
+//! semaphore, a read-write lock or a fair line, and the token that says so.
+//! The token carries the permits it holds (`<permits>:<uuid>`), so the shared
+//! renewal and release scripts need nothing else to know about it.
+
+use crate::core::error::{LockError, Result};
+
+/// How many permits to take of a semaphore of `limit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Permits {
+    pub limit: u32,
+    pub permits: u32,
+    pub kind: Kind,
+}
+
+/// What the permits are for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A counting semaphore.
+    Semaphore,
+    /// A read-write lock's reader (one permit).
+    Read,
+    /// A read-write lock's writer (every permit); a waiting writer holds new readers off.
+    Write,
+    /// A lock served in arrival order across processes (a line kept in Redis).
+    Fair,
+    /// A counting semaphore on several nodes (Redlock): `limit` numbered slots,
+    /// each a mutex a majority of nodes must grant; a holder takes `permits`
+    /// distinct slots, all granted by the same majority.
+    Slots,
+    /// A semaphore's or read-write lock's permits served in arrival order
+    /// across processes (see `acquire/fair.rs`).
+    FairPermits,
+}
+
+impl Kind {
+    /// The script's kind argument.
+    fn code(self) -> &'static str {
+        match self {
+            Kind::Semaphore => "s",
+            Kind::Read => "r",
+            Kind::Write => "w",
+            Kind::Fair => "f",
+            Kind::Slots => "s",
+            Kind::FairPermits => "q",
+        }
+    }
+
+    /// Whether waiters are served in arrival order across processes.
+    pub fn is_fair(self) -> bool {
+        matches!(self, Kind::Fair | Kind::FairPermits)
+    }
+}
+
+impl Permits {
+    /// The script's kind argument.
+    pub fn kind_code(&self) -> &'static str {
+        self.kind.code()
+    }
+}
+
+/// The largest `limit` accepted: every acquisition counts the holders.
+pub const MAX_LIMIT: u32 = 100_000;
+
+/// How many readers a read-write lock admits at once; its writer takes them all.
+pub const READERS: u32 = 10_000;
+
+/// A fair lock's tokens start with this, so its release hands the key on.
+pub const FAIR_TOKEN: &str = "f:";
+
+/// Checks a semaphore's `limit` and the `permits` one acquisition asks for.
+pub fn check_permits(limit: u32, permits: u32) -> Result<Permits> {
+    if limit == 0 || limit > MAX_LIMIT {
+        return Err(LockError::out_of_range(
+            "limit",
+            &format!(">= 1 and <= {MAX_LIMIT}"),
+            limit,
+        ));
+    }
+    if permits == 0 || permits > limit {
+        return Err(LockError::out_of_range(
+            "permits",
+            &format!(">= 1 and <= limit ({limit})"),
+            permits,
+        ));
+    }
+    Ok(Permits {
+        limit,
+        permits,
+        kind: Kind::Semaphore,
+    })
+}
+
+/// A fair lock: one holder, waiters served in arrival order across processes.
+pub fn fair_permits() -> Permits {
+    Permits {
+        limit: 1,
+        permits: 1,
+        kind: Kind::Fair,
+    }
+}
+
+/// A read-write lock's reader (`write` false) or writer.
+pub fn rw_permits(write: bool) -> Permits {
+    Permits {
+        limit: READERS,
+        permits: if write { READERS } else { 1 },
+        kind: if write { Kind::Write } else { Kind::Read },
+    }
+}
+
+/// The same permits, served in arrival order.
+pub fn fair(p: Permits) -> Permits {
+    Permits {
+        kind: Kind::FairPermits,
+        ..p
+    }
+}
+
+/// A fresh token: a UUID, prefixed with the permits it stands for. An
+/// attempt at a semaphore on several nodes has `*` where the member each node
+/// writes names the slots it granted (`<permits>:<slots>:<uuid>`).
+pub fn token(permits: Option<Permits>) -> String {
+    let id = uuid::Uuid::new_v4().to_string();
+    match permits {
+        Some(p) if p.kind == Kind::Slots => format!("{}:*:{id}", p.permits),
+        Some(p) if p.kind == Kind::Fair => format!("{FAIR_TOKEN}{id}"),
+        Some(p) => format!("{}:{id}", p.permits),
+        None => id,
+    }
+}
+
+/// Whether `token` is an attempt at a semaphore on several nodes (undone by
+/// the attempt's UUID, whatever slots each node granted).
+pub fn is_slot_attempt(token: &str) -> bool {
+    token
+        .split_once(":*:")
+        .is_some_and(|(p, _)| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::error::ErrorCode;
+
+    fn sem(limit: u32, permits: u32, kind: Kind) -> Permits {
+        Permits {
+            limit,
+            permits,
+            kind,
+        }
+    }
+
+    #[test]
+    fn tokens_carry_their_permits() {
+        let t = token(Some(sem(5, 3, Kind::Semaphore)));
+        assert!(t.starts_with("3:"));
+        assert!(!token(None).contains(':'));
+        let slots = token(Some(sem(5, 2, Kind::Slots)));
+        assert!(slots.starts_with("2:*:") && is_slot_attempt(&slots));
+        assert!(!is_slot_attempt(&t));
+        assert!(!is_slot_attempt("2:0-1:uuid"));
+        assert!(!is_slot_attempt(":*:uuid"));
+    }
+
+    #[test]
+    fn a_plain_token_is_a_bare_uuid() {
+        let t = token(None);
+        assert_eq!(t.len(), 36);
+        assert!(uuid::Uuid::parse_str(&t).is_ok());
+        assert_ne!(t, token(None), "every token is fresh");
+    }
+
+    #[test]
+    fn a_fair_lock_token_says_so() {
+        let t = token(Some(fair_permits()));
+        assert!(t.starts_with(FAIR_TOKEN));
+        assert!(uuid::Uuid::parse_str(&t[FAIR_TOKEN.len()..]).is_ok());
+        // Fair permits count like any semaphore's.
+        assert!(token(Some(fair(rw_permits(false)))).starts_with("1:"));
+    }
+
+    #[test]
+    fn slot_attempts_need_a_number_before_the_star() {
+        assert!(is_slot_attempt("12:*:u"));
+        assert!(!is_slot_attempt("x:*:u"));
+        assert!(!is_slot_attempt("1x:*:u"));
+        assert!(!is_slot_attempt("f:u"));
+        assert!(!is_slot_attempt(""));
+    }
+
+    #[test]
+    fn each_kind_has_its_script_code() {
+        let codes: Vec<&str> = [
+            Kind::Semaphore,
+            Kind::Read,
+            Kind::Write,
+            Kind::Fair,
+            Kind::Slots,
+            Kind::FairPermits,
+        ]
+        .iter()
+        .map(|&k| sem(1, 1, k).kind_code())
+        .collect();
+        assert_eq!(codes, ["s", "r", "w", "f", "s", "q"]);
+    }
+
+    #[test]
+    fn only_fair_kinds_wait_in_a_line() {
+        assert!(Kind::Fair.is_fair() && Kind::FairPermits.is_fair());
+        for k in [Kind::Semaphore, Kind::Read, Kind::Write, Kind::Slots] {
+            assert!(!k.is_fair(), "{k:?}");
+        }
+    }
+
+    #[test]
+    fn permits_are_checked_against_their_limit() {
+        assert_eq!(check_permits(5, 2).ok(), Some(sem(5, 2, Kind::Semaphore)));
+        assert!(check_permits(MAX_LIMIT, MAX_LIMIT).is_ok());
+        for (limit, permits) in [(0, 1), (MAX_LIMIT + 1, 1), (3, 0), (3, 4)] {
+            let e = check_permits(limit, permits).err();
+            assert_eq!(
+                e.map(|e| e.code),
+                Some(ErrorCode::OutOfRange),
+                "{limit}/{permits}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_writer_takes_every_reader_permit() {
+        assert_eq!(rw_permits(false), sem(READERS, 1, Kind::Read));
+        assert_eq!(rw_permits(true), sem(READERS, READERS, Kind::Write));
+        assert_eq!(fair(rw_permits(true)).kind, Kind::FairPermits);
+        assert_eq!(fair(rw_permits(true)).permits, READERS);
+        assert_eq!(fair_permits(), sem(1, 1, Kind::Fair));
+    }
+}

@@ -1,0 +1,169 @@
+//! An acquisition as data: the checked [`Request`], what one attempt on every
+//! node came back with ([`Attempt`]), a first attempt made and judged
+//! elsewhere to go on from ([`Resume`], [`Judged`]), and what a won attempt
+//! registers ([`Won`]).
+
+use std::time::Instant;
+
+use tokio::sync::oneshot;
+
+use super::Permits;
+use crate::core::config::AcquireSpec;
+use crate::core::error::NodeAnswer;
+use crate::core::lock_state::Answers;
+use crate::core::quorum::Acquired;
+use crate::core::waiters::Arrival;
+
+/// A checked acquisition, ready to send.
+pub struct Request {
+    pub(crate) names: Vec<String>,
+    pub(crate) spec: AcquireSpec,
+    /// Permits of a semaphore rather than a lock.
+    pub(crate) permits: Option<Permits>,
+    /// The caller's place among this client's callers of the key (a plain
+    /// lock on one key): its first attempt goes after theirs were answered.
+    pub(crate) arrival: Option<Arrival>,
+}
+
+impl Request {
+    /// The resolved options.
+    pub fn spec(&self) -> &AcquireSpec {
+        &self.spec
+    }
+}
+
+/// What one attempt on every node came back with.
+pub(crate) struct Attempt {
+    pub answers: Vec<NodeAnswer>,
+    /// The same, filled in by nodes answering after the outcome was decided.
+    pub record: Answers,
+    /// The highest fence value handed out.
+    pub fence: i64,
+    /// When the first request was sent.
+    pub started: Instant,
+    /// Replicas that acknowledged (`waitReplicas`).
+    pub replicas: Option<u32>,
+    /// Whether the script went out to each node (not when its connection failed).
+    pub sent: Vec<bool>,
+    /// Nodes that answered as contended but wrote (a semaphore on several
+    /// nodes: slots other than the quorum's); empty for other attempts.
+    pub stray: Vec<bool>,
+    /// The token the holder keeps when it differs from the attempt's (a
+    /// semaphore on several nodes: the member naming its slots).
+    pub member: Option<String>,
+}
+
+impl Attempt {
+    /// An attempt that heard from every node it was sent to.
+    pub(crate) fn answered(answers: Vec<NodeAnswer>, started: Instant, sent: Vec<bool>) -> Attempt {
+        Attempt {
+            record: Answers::of(answers.clone()),
+            answers,
+            fence: 0,
+            started,
+            replicas: None,
+            sent,
+            stray: Vec::new(),
+            member: None,
+        }
+    }
+
+    /// The nodes whose keys may hold our token: the script went out, and the
+    /// node did not answer "held by another" (then it provably wrote nothing).
+    pub(crate) fn to_undo(&self) -> Vec<usize> {
+        (0..self.answers.len())
+            .filter(|&i| {
+                self.sent[i]
+                    && (self.stray.get(i).copied().unwrap_or(false)
+                        || !matches!(self.answers[i], NodeAnswer::Held { .. }))
+            })
+            .collect()
+    }
+}
+
+/// A first attempt made elsewhere (the fast path) that did not take the lock:
+/// the acquisition goes on from its verdict (pause, next attempt, or the
+/// error) as if its own loop had made and judged it, without judging or
+/// undoing it again.
+pub struct Resume {
+    pub(crate) request: Request,
+    pub(crate) token: String,
+    pub(crate) attempt: Attempt,
+    pub(crate) judged: Judged,
+}
+
+/// What the maker of an attempt decided about it, and the undo it sent.
+pub(crate) struct Judged {
+    pub verdict: Acquired,
+    /// When the verdict was reached: the attempt's validity was measured to it.
+    pub at: Instant,
+    /// The undo the maker sent behind the attempt on the same connections
+    /// (`None`: nothing to undo).
+    pub undo: Option<SentUndo>,
+}
+
+/// An undo sent on its way: the nodes it went to, and (once every one of
+/// them answered) those it did not reach, which are still to be undone.
+pub(crate) struct SentUndo {
+    pub nodes: Vec<usize>,
+    pub missed: oneshot::Receiver<Vec<usize>>,
+}
+
+/// What a won attempt registers.
+pub(crate) struct Won<'a> {
+    pub keys: Vec<String>,
+    pub token: String,
+    pub attempts: u32,
+    pub started: Instant,
+    pub spec: &'a AcquireSpec,
+    pub attempt: &'a Attempt,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attempt(answers: Vec<NodeAnswer>, sent: Vec<bool>) -> Attempt {
+        Attempt::answered(answers, Instant::now(), sent)
+    }
+
+    #[test]
+    fn a_node_held_by_another_wrote_nothing_to_undo() {
+        let a = attempt(
+            vec![
+                NodeAnswer::Ok,
+                NodeAnswer::Held { pttl_ms: Some(5) },
+                NodeAnswer::Timeout,
+            ],
+            vec![true, true, true],
+        );
+        assert_eq!(a.to_undo(), [0, 2], "a timeout may have written");
+    }
+
+    #[test]
+    fn a_node_the_script_never_reached_needs_no_undo() {
+        let a = attempt(vec![NodeAnswer::Ok, NodeAnswer::Timeout], vec![true, false]);
+        assert_eq!(a.to_undo(), [0]);
+    }
+
+    #[test]
+    fn stray_slots_are_undone_though_the_node_answered_held() {
+        let mut a = attempt(
+            vec![
+                NodeAnswer::Held { pttl_ms: None },
+                NodeAnswer::Held { pttl_ms: None },
+            ],
+            vec![true, true],
+        );
+        a.stray = vec![true, false];
+        assert_eq!(a.to_undo(), [0]);
+    }
+
+    #[test]
+    fn an_answered_attempt_records_its_answers() {
+        let a = attempt(vec![NodeAnswer::Ok], vec![true]);
+        assert_eq!(a.record.get(), [NodeAnswer::Ok]);
+        assert_eq!((a.fence, a.replicas, a.member), (0, None, None));
+        assert!(a.stray.is_empty());
+    }
+}

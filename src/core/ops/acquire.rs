@@ -1,0 +1,123 @@
+//! Acquire: the all-or-nothing take of a lock's keys on every node, decided
+//! at quorum in time (validity = ttl − elapsed − drift, `now` passed in),
+//! except that fencing needs the highest fence over every granting node and
+//! a failure names every node's answer: both wait for all.
+
+use std::time::{Duration, Instant};
+
+use super::gather::{Gather, Progress};
+use super::reply::{unexpected, Answer};
+use crate::core::error::NodeAnswer;
+use crate::core::lock_state::Answers;
+use crate::core::quorum::{self, Acquired, Tally};
+use crate::core::scripts::{self, Call};
+
+/// The acquire script: `script_keys` holds the `locked` lock keys, then
+/// their fence counters (if fencing).
+pub fn call(script_keys: &[String], locked: usize, token: &str, ttl_ms: u64) -> Call<'static> {
+    let mut call = Call::new(&scripts::ACQUIRE);
+    call.key(script_keys).arg(token).arg(ttl_ms).arg(locked);
+    call
+}
+
+/// One node's reply, `[1, fence]` or `[0, pttl]`: its answer and the first
+/// key's fence value (0 unless granted with fencing).
+pub fn answer(reply: Answer) -> (NodeAnswer, i64) {
+    let reply = match reply {
+        Ok(reply) => reply,
+        Err(answer) => return (answer, 0),
+    };
+    match reply.ints().as_deref() {
+        Some([1, fence, ..]) => (NodeAnswer::Ok, *fence),
+        Some([0, pttl, ..]) => (
+            NodeAnswer::Held {
+                pttl_ms: u64::try_from(*pttl).ok(),
+            },
+            0,
+        ),
+        _ => (unexpected(reply, "acquire"), 0),
+    }
+}
+
+/// Whether an attempt is decided on the answers in: all in, or (without
+/// fencing) a quorum with at least `min_validity` left.
+pub fn decided(
+    tally: &Tally,
+    all_in: bool,
+    fencing: bool,
+    validity: Duration,
+    min_validity: Duration,
+) -> bool {
+    all_in || (!fencing && tally.agreed() && validity >= min_validity)
+}
+
+/// What the answers an attempt was decided on mean, with `validity` left.
+pub fn verdict(answers: &[NodeAnswer], validity: Duration, min_validity: Duration) -> Acquired {
+    quorum::acquired(&Tally::of(answers), validity, min_validity)
+}
+
+/// The lease an attempt asked for and how its validity is measured.
+#[derive(Debug, Clone, Copy)]
+pub struct Lease {
+    pub ttl: Duration,
+    pub drift: Duration,
+    pub min_validity: Duration,
+    pub fencing: bool,
+}
+
+impl Lease {
+    /// What is left of the lease at `now` for an attempt sent at `started`.
+    pub fn validity(&self, started: Instant, now: Instant) -> Duration {
+        quorum::validity(self.ttl, now.saturating_duration_since(started), self.drift)
+    }
+}
+
+/// One attempt on every node, its answers so far.
+pub struct Acquire {
+    gather: Gather<i64>,
+    lease: Lease,
+    record: Answers,
+}
+
+impl Acquire {
+    /// `record`: where the attempt's answers are kept (a won lock's record).
+    pub fn new(nodes: usize, lease: Lease, record: Answers) -> Acquire {
+        Acquire {
+            gather: Gather::new(nodes),
+            lease,
+            record,
+        }
+    }
+
+    /// Node `i`'s reply at `now`, for an attempt sent at `started`.
+    pub fn on_reply(
+        &mut self,
+        i: usize,
+        reply: Answer,
+        started: Instant,
+        now: Instant,
+    ) -> Progress {
+        let (answer, fence) = answer(reply);
+        let lease = self.lease;
+        self.gather
+            .offer(i, answer, fence, Some(&self.record), |g| {
+                decided(
+                    &g.tally(),
+                    g.all_in(),
+                    lease.fencing,
+                    lease.validity(started, now),
+                    lease.min_validity,
+                )
+            })
+    }
+
+    /// The highest fence value a node granted (0 without fencing).
+    pub fn fence(&self) -> i64 {
+        self.gather.extras().copied().max().unwrap_or(0)
+    }
+
+    /// Some node answered with a fault.
+    pub fn faulted(&self) -> bool {
+        self.gather.faulted()
+    }
+}

@@ -1,0 +1,70 @@
+//! Extend: re-arming one lock's keys on every node (same token, never a
+//! key that is gone), decided once a quorum re-armed them (or every node
+//! answered); the verdict weighs the new deadline against `now`.
+
+use std::time::{Duration, Instant};
+
+use super::gather::{Gather, Progress};
+use super::reply::{counted, Answer};
+use crate::core::error::NodeAnswer;
+use crate::core::lock_state::Answers;
+use crate::core::quorum::{self, Renewed, Tally};
+use crate::core::scripts::{self, Call};
+use crate::core::time::later;
+
+/// The extend script for `keys` held by `token`, to a lease of `ttl_ms`.
+pub fn call(keys: &[String], token: &str, ttl_ms: u64) -> Call<'static> {
+    let mut call = Call::new(&scripts::EXTEND);
+    call.key(keys).arg(token).arg(ttl_ms);
+    call
+}
+
+/// One node's reply: re-armed, or the keys are not (all) ours any more.
+pub fn answer(reply: Answer) -> NodeAnswer {
+    counted(reply, 1, "extend")
+}
+
+/// What a renewal's or extension's answers mean at `now`, for a lease of
+/// `ttl` sent at `started` with a clock-drift allowance of `drift`, and the
+/// lease's new deadline (start + ttl − drift).
+pub fn verdict(
+    answers: &[NodeAnswer],
+    started: Instant,
+    ttl: Duration,
+    drift: Duration,
+    now: Instant,
+) -> (Renewed, Instant) {
+    let deadline = later(started, ttl.saturating_sub(drift));
+    (
+        quorum::renewed(&Tally::of(answers), deadline > now),
+        deadline,
+    )
+}
+
+/// An extension on every node, its answers so far.
+pub struct Extend {
+    gather: Gather<()>,
+    record: Answers,
+}
+
+impl Extend {
+    /// `record`: the lock's record of answers, which gets this operation's.
+    pub fn new(nodes: usize, record: Answers) -> Extend {
+        Extend {
+            gather: Gather::new(nodes),
+            record,
+        }
+    }
+
+    /// Node `i`'s reply.
+    pub fn on_reply(&mut self, i: usize, reply: Answer) -> Progress {
+        let answer = answer(reply);
+        self.gather
+            .offer(i, answer, (), Some(&self.record), Gather::at_quorum)
+    }
+
+    /// Some node answered with a fault.
+    pub fn faulted(&self) -> bool {
+        self.gather.faulted()
+    }
+}

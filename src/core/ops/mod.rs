@@ -1,0 +1,28 @@
+//! The lock operations, each written once as a sans-I/O step: what to send
+//! (a [`Call`](crate::core::scripts::Call) of a script, which both transports
+//! write), the replies in, one node's [`Reply`] at a time, and the outcome
+//! once decided. No sockets, no tasks, no clock: the time an outcome depends
+//! on (`now`) is an argument.
+//!
+//! Two drivers run them: the tokio path (`node/`, which turns a
+//! `redis::Value` into a [`Reply`]) and the fast path on the JS thread's
+//! loop (`fast/`, which parses the RESP bytes into one). NOSCRIPT is the
+//! transports' business (the EVAL sent again once); an operation never
+//! sees it unless that failed too.
+//!
+//! `release`, `extend` (a manual extension), `renew` (the watchdog's
+//! batches), `acquire` and `permits` (semaphores and fair lines); `gather`
+//! holds an operation's answers so far and records those that come after
+//! its outcome. `core::transports_agree` feeds both drivers the same
+//! replies and checks that every operation comes to the same outcome.
+
+pub mod acquire;
+pub mod extend;
+pub mod gather;
+pub mod permits;
+pub mod release;
+pub mod renew;
+pub mod reply;
+
+pub use gather::{Gather, Progress};
+pub use reply::{Answer, Reply};

@@ -1,0 +1,57 @@
+//! Release: the token-checked delete of a lock's keys on every node,
+//! decided once a quorum deleted them (or every node answered).
+
+use super::gather::{Gather, Progress};
+use super::reply::{counted, Answer};
+use crate::core::error::NodeAnswer;
+use crate::core::lock_state::Answers;
+use crate::core::quorum::{self, Released, Tally};
+use crate::core::scripts::{self, Call};
+
+/// The release script for `keys` held by `token`; `channel_prefix` names
+/// where waiters hear of it ("" for no notice).
+pub fn call(keys: &[String], token: &str, channel_prefix: &str) -> Call<'static> {
+    let mut call = Call::new(&scripts::RELEASE);
+    call.key(keys).arg(token).arg(channel_prefix);
+    call
+}
+
+/// One node's reply: every key deleted, or not (all) ours any more.
+pub fn answer(reply: Answer, keys: usize) -> NodeAnswer {
+    counted(reply, keys as i64, "release")
+}
+
+/// What the answers the release was decided on mean.
+pub fn verdict(answers: &[NodeAnswer]) -> Released {
+    quorum::released(&Tally::of(answers))
+}
+
+/// A release on every node, its answers so far.
+pub struct Release {
+    gather: Gather<()>,
+    keys: usize,
+    record: Answers,
+}
+
+impl Release {
+    /// `record`: the lock's record of answers, which gets this operation's.
+    pub fn new(nodes: usize, keys: usize, record: Answers) -> Release {
+        Release {
+            gather: Gather::new(nodes),
+            keys,
+            record,
+        }
+    }
+
+    /// Node `i`'s reply.
+    pub fn on_reply(&mut self, i: usize, reply: Answer) -> Progress {
+        let answer = answer(reply, self.keys);
+        self.gather
+            .offer(i, answer, (), Some(&self.record), Gather::at_quorum)
+    }
+
+    /// Some node answered with a fault.
+    pub fn faulted(&self) -> bool {
+        self.gather.faulted()
+    }
+}
