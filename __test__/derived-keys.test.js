@@ -4,30 +4,15 @@
 // {k}:line, {k}:line:lease) are reserved: a lock on one is refused with a
 // typed error, so it can never block or break the lock it belongs to.
 
-const { test, before, after } = require('node:test')
+const { test } = require('node:test')
 const assert = require('node:assert/strict')
-const { LockClient } = require('..')
 const Redlock = require('../redlock')
-const { startRedis, inspector } = require('./helpers')
+const { serverAndClient } = require('./helpers')
 
 let server
 let redis
-const clients = []
-const client = (o = {}) => {
-  const c = new LockClient({ url: server.url, ...o })
-  clients.push(c)
-  return c
-}
-
-before(async () => {
-  server = await startRedis()
-  redis = inspector(server)
-})
-after(async () => {
-  await Promise.all(clients.map((c) => c.close()))
-  redis.disconnect()
-  await server.stop()
-})
+let client
+serverAndClient({}, (s) => ({ server, redis, client } = s))
 
 const reserved = (name, of) => (e) => {
   assert.equal(e.code, 'ERR_INVALID_ARG_VALUE')

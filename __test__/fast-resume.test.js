@@ -9,7 +9,7 @@
 
 const { test, before, after, afterEach, describe } = require('node:test')
 const assert = require('node:assert/strict')
-const { startRedis, inspector, waitFor, lockClient } = require('./helpers')
+const { startRedis, inspector, waitFor, lockClient, scriptCalls } = require('./helpers')
 
 let servers = []
 let probes = []
@@ -29,16 +29,6 @@ afterEach(async () => {
   await Promise.all(clients.map((c) => c.close()))
   clients = []
 })
-
-/** Script calls (EVALSHA and EVAL, NOSCRIPT answers apart) a node ran since its last reset. */
-async function scriptCalls(probe) {
-  const info = await probe.info('commandstats')
-  let calls = 0
-  for (const m of info.matchAll(/^cmdstat_(evalsha|eval):calls=(\d+),.*failed_calls=(\d+)/gm)) {
-    calls += Number(m[2])
-  }
-  return calls
-}
 
 /** Uses the client until every node has its fast connection (with `fast`). */
 async function warm(locks, fast) {

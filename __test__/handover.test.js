@@ -4,33 +4,17 @@
 // keys keep their lease) and another client continues the lock with adopt();
 // nothing the old Lock does afterwards deletes the keys.
 
-const { test, before, after } = require('node:test')
+const { test, after } = require('node:test')
 const assert = require('node:assert/strict')
-const { LockClient } = require('..')
-const { startRedis, inspector, waitFor } = require('./helpers')
+const { serverAndClient, waitFor } = require('./helpers')
 
 // The watchdog never keeps Node alive; tests that wait for a renewal or a lapse do.
 const keepAlive = setInterval(() => {}, 1000)
 
-let server
 let redis
-const clients = []
-const client = (o = {}) => {
-  const c = new LockClient({ url: server.url, ...o })
-  clients.push(c)
-  return c
-}
-
-before(async () => {
-  server = await startRedis()
-  redis = inspector(server)
-})
-after(async () => {
-  clearInterval(keepAlive)
-  await Promise.all(clients.map((c) => c.close()))
-  redis.disconnect()
-  await server.stop()
-})
+let client
+serverAndClient({}, (s) => ({ redis, client } = s))
+after(() => clearInterval(keepAlive))
 
 test('handOver stops renewing, keeps the key and returns what the adopter needs', async () => {
   const a = client()

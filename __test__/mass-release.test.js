@@ -7,22 +7,13 @@
 
 const { test, after } = require('node:test')
 const assert = require('node:assert/strict')
-const { serverAndClient, lockClient } = require('./helpers')
+const { serverAndClient, commandStats, lockClient } = require('./helpers')
 
 const N = Number(process.env.LOCKDOG_MASS_RELEASE || 20000)
 let server
 let probe
 
 serverAndClient({}, (s) => ({ server, redis: probe } = s))
-
-async function commandStats() {
-  const info = await probe.info('commandstats')
-  const out = {}
-  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+),.*failed_calls=(\d+)/gm)) {
-    out[m[1]] = { calls: Number(m[2]), failed: Number(m[3]) }
-  }
-  return out
-}
 
 for (const fastPath of [true, false]) {
   const path = fastPath ? 'fast path' : 'tokio path'
@@ -41,7 +32,7 @@ for (const fastPath of [true, false]) {
       const results = await Promise.allSettled(locks.map((l) => l.release()))
       const failed = results.filter((r) => r.status !== 'fulfilled' || r.value !== true)
       assert.equal(failed.length, 0, `every release succeeds (${failed.length} did not: ${failed[0]?.reason?.code ?? failed[0]?.value})`)
-      const stats = await commandStats()
+      const stats = await commandStats(probe)
       assert.equal(Number(await probe.eval(`return #redis.call('keys', ARGV[1])`, 0, `${prefix}*`)), 0, 'every key is gone')
       // (`script` on servers older than Redis 7, which count subcommands under it)
       assert.equal((stats['script|load'] ?? stats.script)?.calls ?? 0, 0, 'no SCRIPT LOAD')

@@ -9,22 +9,12 @@
 const { test, before, after, describe } = require('node:test')
 const assert = require('node:assert/strict')
 const { FaultProxy } = require('./faults/proxy')
-const { serverAndClient, waitFor, lockClient } = require('./helpers')
+const { serverAndClient, commandStats, waitFor, lockClient } = require('./helpers')
 
 let server
 let probe
 
 serverAndClient({}, (s) => ({ server, redis: probe } = s))
-
-/** `cmdstat_*` calls and failed calls, by command. */
-async function commandStats() {
-  const info = await probe.info('commandstats')
-  const out = {}
-  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+),.*failed_calls=(\d+)/gm)) {
-    out[m[1]] = { calls: Number(m[2]), failed: Number(m[3]) }
-  }
-  return out
-}
 
 const count = (stats, cmd, field = 'calls') => stats[cmd]?.[field] ?? 0
 // Redis 7 counts SCRIPT LOAD as `script|load`; older servers count every SCRIPT
@@ -115,7 +105,7 @@ for (const fastPath of [true, false]) {
           assert.deepEqual(await Promise.all(held.map((l) => l.release())), held.map(() => true))
         }
         await round('fresh')
-        let stats = await commandStats()
+        let stats = await commandStats(probe)
         assert.equal(scriptLoads(stats), fastPath ? 3 : 0, 'only the fast handshake loads scripts')
         assert.equal(count(stats, 'evalsha', 'failed'), 0, 'no NOSCRIPT on a server that had not seen the scripts')
         assert.ok(count(stats, 'eval') <= 3, `each script sent at most once by body (${count(stats, 'eval')})`)
@@ -125,7 +115,7 @@ for (const fastPath of [true, false]) {
         await probe.script('FLUSH')
         await probe.config('RESETSTAT')
         await round('flushed')
-        stats = await commandStats()
+        stats = await commandStats(probe)
         assert.equal(scriptLoads(stats), 0, 'no SCRIPT LOAD per call')
         // Each call is answered NOSCRIPT at most once: the first sequential
         // acquire, and the 40 extends and 40 releases sent at once.

@@ -8,24 +8,16 @@
 // process.versions.bun / .deno set before lockdog loads); `npm run test:runtimes`
 // runs the real Bun and Deno.
 
-const { test, before, after } = require('node:test')
+const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const { spawnSync } = require('node:child_process')
 const { LockClient } = require('lockdog')
-const { startRedis, inspector, waitFor, ROOT } = require('./helpers')
+const { serverAndClient, waitFor, ROOT } = require('./helpers')
 
 let server
 let probe
 
-before(async () => {
-  server = await startRedis()
-  probe = inspector(server)
-})
-
-after(async () => {
-  probe.disconnect()
-  await server.stop()
-})
+serverAndClient({}, (s) => ({ server, redis: probe } = s))
 
 async function fastConns() {
   return (await probe.client('LIST')).split('\n').filter((l) => l.includes('name=lockdog-fast')).length

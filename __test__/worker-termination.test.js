@@ -9,7 +9,7 @@ const { test, before, after, describe } = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
 const { Worker } = require('node:worker_threads')
-const { startRedis, inspector } = require('./helpers')
+const { serverAndClient } = require('./helpers')
 
 // Loaded on the main thread only by the last tests (loading it keeps the runtime up).
 let LockClient
@@ -19,15 +19,7 @@ const TTL = 2000
 let server
 let probe
 
-before(async () => {
-  server = await startRedis()
-  probe = inspector(server)
-})
-
-after(async () => {
-  probe.disconnect()
-  await server.stop()
-})
+serverAndClient({}, (s) => ({ server, redis: probe } = s))
 
 const CODE = `
   const { workerData, parentPort } = require('node:worker_threads')

@@ -54,14 +54,23 @@ function runWorker(script, args = [], { env = {}, onLine, nodeArgs = [] } = {}) 
  * inspector on it (`serverArgs`: extra redis-server arguments), and with `client` options
  * a LockClient too, set up in the file's (or describe block's) `before` and torn down in
  * its `after`, whatever the tests did.
- * `assign` receives { server, redis, locks } once they exist:
+ * `assign` receives { server, redis, locks, client } once they exist; `client(options)`
+ * makes a further LockClient on the server (`defaults`, then `options` over them),
+ * closed in the same `after`:
  *
  *   let server, redis, locks
  *   serverAndClient({ client: { ttl: 2000 } }, (s) => ({ server, redis, locks } = s))
  */
-function serverAndClient({ client = null, serverArgs = [] } = {}, assign = () => {}) {
+function serverAndClient({ client = null, defaults = {}, serverArgs = [] } = {}, assign = () => {}) {
   const { before, after } = require('node:test')
   const made = {}
+  const clients = []
+  made.client = (options = {}) => {
+    const { LockClient } = require('../..')
+    const c = new LockClient({ url: made.server.url, ...defaults, ...options })
+    clients.push(c)
+    return c
+  }
   before(async () => {
     made.server = await startRedis(serverArgs)
     made.redis = inspector(made.server)
@@ -73,7 +82,7 @@ function serverAndClient({ client = null, serverArgs = [] } = {}, assign = () =>
   })
   after(async () => {
     try {
-      await made.locks?.close()
+      await Promise.all([made.locks, ...clients].map((c) => c?.close()))
     } finally {
       made.redis?.disconnect()
       await made.server?.stop()
@@ -112,6 +121,22 @@ function aborted(signal) {
  * (LOCKDOG_FAST_PATH=0, which a client reads when it is made); the variable is
  * put back as it was.
  */
+/** A server's `INFO commandstats` as { command: { calls, failed } } (`redis`: an ioredis client). */
+async function commandStats(redis) {
+  const info = await redis.info('commandstats')
+  const out = {}
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+),.*failed_calls=(\d+)/gm)) {
+    out[m[1]] = { calls: Number(m[2]), failed: Number(m[3]) }
+  }
+  return out
+}
+
+/** Script calls (EVAL and EVALSHA) a server has run. */
+async function scriptCalls(redis) {
+  const stats = await commandStats(redis)
+  return (stats.eval?.calls ?? 0) + (stats.evalsha?.calls ?? 0)
+}
+
 function lockClient(fast, options) {
   const saved = process.env.LOCKDOG_FAST_PATH
   if (!fast) process.env.LOCKDOG_FAST_PATH = '0'
@@ -123,4 +148,4 @@ function lockClient(fast, options) {
   }
 }
 
-module.exports = { serverAndClient, lockClient, loopLag, startRedis, waitFor, redisServerAvailable, freePort, inspector, runWorker, sleep, aborted, ROOT }
+module.exports = { serverAndClient, lockClient, commandStats, scriptCalls, loopLag, startRedis, waitFor, redisServerAvailable, freePort, inspector, runWorker, sleep, aborted, ROOT }
