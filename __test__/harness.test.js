@@ -78,3 +78,22 @@ test('bench arguments: a missing or bad value is an error; --quick writes elsewh
   assert.equal(path.dirname(quick.resultsDir), results)
   assert.deepEqual(benchArgs(['-s', '1,3', '--scenario', '5', '--rounds', '2'], results).scenarios, [1, 3, 5])
 })
+
+test('the fault checker: a killed writer\'s unanswered last write is in doubt, every other missing write is lost', () => {
+  const { lostUpdates } = require('./faults/checker')
+  const iv = (k, death, writes) => ({ k, death, writes: writes.map(([v, applied]) => ({ v, applied })) })
+  // Killed after logging write 3 and before its reply: the counter shows 2 or 3.
+  const killed = [iv('a', 100, [[1, true], [2, true], [3, false]])]
+  assert.equal(lostUpdates(killed, { a: 2 }).total, 0)
+  assert.equal(lostUpdates(killed, { a: 3 }).total, 0)
+  assert.equal(lostUpdates(killed, { a: 3 }).per.a.extra, 0)
+  assert.equal(lostUpdates(killed, { a: 4 }).per.a.extra, 1)
+  // An answered write missing from the counter is lost, killed writer or not.
+  assert.equal(lostUpdates(killed, { a: 1 }).total, 1)
+  // A live writer's unanswered write is not in doubt: it was sent and must show.
+  assert.equal(lostUpdates([iv('a', Infinity, [[1, true], [2, false]])], { a: 1 }).total, 1)
+  // The next holder rewriting the value the killed one never applied is no duplicate;
+  // two answered writes of one value are.
+  assert.equal(lostUpdates([iv('a', 100, [[1, true], [2, false]]), iv('a', Infinity, [[2, true]])], { a: 2 }).total, 0)
+  assert.equal(lostUpdates([iv('a', 100, [[1, true], [2, true]]), iv('a', Infinity, [[2, true]])], { a: 2 }).total, 1)
+})

@@ -44,7 +44,11 @@ function intervals(events, base, deaths = new Map()) {
     if (e.ev === 'observe') iv.deadline = Math.max(iv.deadline, ms(e.deadline, base))
     else if (e.ev === 'release_sent') iv.release = Math.min(iv.release, ms(e.t, base))
     else if (e.ev === 'lost') iv.lost = Math.min(iv.lost, ms(e.t, base))
-    else if (e.ev === 'write') iv.writes.push({ t: ms(e.t, base), v: e.v })
+    else if (e.ev === 'write') iv.writes.push({ t: ms(e.t, base), v: e.v, applied: false })
+    else if (e.ev === 'wrote') {
+      const w = iv.writes.findLast((x) => x.v === e.v)
+      if (w) w.applied = true
+    }
     else if (e.ev === 'release_result') iv.result = e.r ?? e.err
   }
   const list = [...byTok.values()]
@@ -136,26 +140,34 @@ function validityViolations(ivs, seen, base, driftFactor = 0.01, toleranceMs = 0
   return bad
 }
 
-/** Lower bounds on lost updates per key: logged increments the counter does not show, and duplicate values. */
+/**
+ * Lower bounds on lost updates per key: logged increments the counter does not
+ * show, and duplicate values. A write whose writer was killed (SIGKILL) before it
+ * logged the reply is in doubt: the kill may have come between the log line and
+ * the command leaving the process, so it is counted neither as lost nor as
+ * applied (the counter may show it or not).
+ */
 function lostUpdates(ivs, finals) {
   const per = {}
   let total = 0
   const byKey = new Map()
   for (const iv of ivs) for (const w of iv.writes) {
-    if (!byKey.has(iv.k)) byKey.set(iv.k, [])
-    byKey.get(iv.k).push(w.v)
+    if (!byKey.has(iv.k)) byKey.set(iv.k, { sure: [], doubt: 0 })
+    const k = byKey.get(iv.k)
+    if (!w.applied && Number.isFinite(iv.death)) k.doubt++
+    else k.sure.push(w.v)
   }
-  for (const [k, vals] of byKey) {
+  for (const [k, { sure, doubt }] of byKey) {
     const seen = new Set()
     let dups = 0
-    for (const v of vals) {
+    for (const v of sure) {
       if (seen.has(v)) dups++
       seen.add(v)
     }
     const final = Number(finals[k] || 0)
-    const missing = Math.max(0, vals.length - final)
-    const extra = Math.max(0, final - vals.length) // applied more often than logged: double execution
-    per[k] = { writes: vals.length, final, lost: Math.max(dups, missing), extra }
+    const missing = Math.max(0, sure.length - final)
+    const extra = Math.max(0, final - sure.length - doubt) // applied more often than logged: double execution
+    per[k] = { writes: sure.length + doubt, inDoubt: doubt, final, lost: Math.max(dups, missing), extra }
     total += Math.max(dups, missing)
   }
   return { total, per }

@@ -125,6 +125,7 @@ class Session {
       for (const w of this.workers.values()) {
         if (w.child.exitCode === null && w.child.signalCode === null) {
           stuck.push(w.id)
+          this.deaths.set(w.id, String(now()))
           try {
             process.kill(w.child.pid, 'SIGCONT')
             process.kill(w.child.pid, 'SIGKILL')

@@ -76,6 +76,8 @@ function fill(res, fin, extra = {}) {
   res.acquireErrors = report.acquireErrors.length
   res.errorCodes = [...new Set(report.acquireErrors.map((e) => e.code))]
   res.violations.push(...fin.violations)
+  const inDoubt = Object.values(report.lostUpdatesPerKey).reduce((n, p) => n + p.inDoubt, 0)
+  if (inDoubt) res.notes.push(`${inDoubt} write(s) in doubt: sent by a holder killed before the reply (counted neither lost nor applied)`)
   Object.assign(res, extra)
   return res
 }

@@ -6,7 +6,7 @@
 // can compare events of different processes exactly. stdout is a pipe, and
 // pipe writes are synchronous on Linux: a SIGKILL loses no line written before.
 //
-// Events: start, attempt, acquire_ok, observe, write, skip, lost, release_sent,
+// Events: start, attempt, acquire_ok, observe, write (sent), wrote (applied), skip, lost, release_sent,
 // release_result, acquire_err, done. Stops on "stop" on stdin, on SIGTERM
 // (gracefully: it stops believing, then closes the client, releasing what it holds),
 // or when `duration`/`ops` run out.
@@ -74,7 +74,8 @@ process.on('SIGTERM', async () => {
   try {
     await locks.close()
   } catch {}
-  data.disconnect()
+  // QUIT answers after every command sent before it: a write already logged is applied.
+  await data.quit().catch(() => data.disconnect())
   out('done', { via: 'sigterm' })
   process.exit(0)
 })
@@ -150,6 +151,7 @@ async function critical(c) {
     }
     out('write', { k: c.k, tok: c.tok, v: v + 1 })
     await data.set(`c:${c.k}`, v + 1)
+    out('wrote', { k: c.k, tok: c.tok, v: v + 1 })
     if (cfg.gapMs) await sleep(cfg.gapMs)
   }
 }
@@ -296,6 +298,7 @@ async function hold() {
     }
     out('write', { k, tok: c.tok, v: v + 1 })
     await data.set(`c:${k}`, v + 1)
+    out('wrote', { k, tok: c.tok, v: v + 1 })
     await sleep(cfg.writeEvery ?? 20)
   }
   leave(c, 'done')
