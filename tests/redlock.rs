@@ -312,6 +312,49 @@ async fn contention_on_a_majority_is_taken_on_a_minority_is_not() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_node_does_not_hold_back_the_watchdog() {
+    // A node timeout of half the TTL: a renewal that waited for the paused
+    // node would take 1 s, and the next one would be answered after the
+    // lease it renews had run out.
+    let mut servers = three();
+    let mut cfg = config(&[&servers[0], &servers[1], &servers[2]]);
+    cfg.node_timeout = Some(ms(1_000));
+    let k = key(&cfg, "res");
+    let (locks, seen) = client_with_hook(cfg);
+    warm_up(&locks).await;
+    let lock = locks
+        .acquire(vec!["res".into()], &opts(2_000), CancellationToken::new())
+        .await
+        .expect("acquired");
+    servers[2].pause();
+    let paused = Instant::now();
+    let mut least = ms(2_000);
+    while paused.elapsed() < ms(5_000) {
+        assert!(
+            lock.is_held(),
+            "lost {:?} after the pause: {:?}",
+            paused.elapsed(),
+            lock.loss().map(|e| e.message)
+        );
+        least = least.min(lock.remaining());
+        tokio::time::sleep(ms(50)).await;
+    }
+    // Renewed at the live nodes' answers: never down to the last of the lease.
+    assert!(least > ms(300), "validity fell to {least:?}");
+    for s in &servers[..2] {
+        assert!(s.pttl(&k).await > 700, "{} renewed", s.name());
+    }
+    let expected = format!("{} timeout", servers[2].name());
+    assert!(
+        seen.lock().expect("hook mutex").contains(&expected),
+        "the paused node's timeouts are reported"
+    );
+    servers[2].resume();
+    assert!(lock.release().await.expect("released"));
+    locks.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewal_needs_a_quorum_of_nodes() {
     let mut servers = three();
     let mut cfg = config(&[&servers[0], &servers[1], &servers[2]]);

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
+use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use crate::core::error::{LockError, NodeAnswer, Result};
 use crate::core::lock_state::{LockState, Status};
@@ -125,20 +126,38 @@ impl Renewer for Inner {
                 }
             }
         } else {
-            let per_node = join_all(
-                self.nodes
-                    .iter()
-                    .map(|n| n.extend_batch(&renewals, timeout)),
-            )
-            .await;
-            for i in 0..batch.len() {
-                let answers: Vec<NodeAnswer> = per_node.iter().map(|a| a[i].clone()).collect();
-                for (j, a) in answers.iter().enumerate() {
-                    if a.is_fault() && first_fault[j].is_none() {
-                        first_fault[j] = Some(a.clone());
+            // Each lock settles as soon as its answers decide it (a quorum
+            // renewed it, or enough nodes no longer hold it, or every node is
+            // in), so a node that stalls until `timeout` delays no lock whose
+            // quorum answered: its validity is counted to the quorum's reply.
+            // The lease guards stay held until every node answered, so no
+            // renewal of a lock is ever in flight beside another of its PEXPIREs.
+            let mut out: FuturesUnordered<_> = self
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(j, n)| {
+                    let renewals = &renewals;
+                    async move { (j, n.extend_batch(renewals, timeout).await) }
+                })
+                .collect();
+            let mut columns = vec![vec![NodeAnswer::Pending; self.nodes.len()]; batch.len()];
+            let mut settled = vec![false; batch.len()];
+            while let Some((j, answers)) = out.next().await {
+                for (column, answer) in columns.iter_mut().zip(answers) {
+                    if answer.is_fault() && first_fault[j].is_none() {
+                        first_fault[j] = Some(answer.clone());
                     }
+                    column[j] = answer;
                 }
-                renewed_count += usize::from(settle(i, &answers));
+                let all_in = out.is_empty();
+                for (i, answers) in columns.iter().enumerate() {
+                    if settled[i] || !(all_in || decided(&Tally::of(answers))) {
+                        continue;
+                    }
+                    settled[i] = true;
+                    renewed_count += usize::from(settle(i, answers));
+                }
             }
         }
         // One event per failing node per batch, not one per lock.
@@ -154,6 +173,12 @@ impl Renewer for Inner {
         }
         self.watchdog.nudge();
     }
+}
+
+/// A renewal's answers so far settle its lock: a quorum renewed it, or so
+/// many nodes no longer hold it that no answer still out could save it.
+fn decided(t: &Tally) -> bool {
+    t.agreed() || t.lost()
 }
 
 /// Which kind of re-arming a lease is being settled.
