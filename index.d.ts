@@ -317,6 +317,13 @@ export declare class LockClient extends EventEmitter implements AsyncDisposable 
    */
   close(options?: { graceful?: number }): Promise<void>
   [Symbol.asyncDispose](): Promise<void>
+  /**
+   * A held lock was lost (`err.code` is ERR_LOCK_LOST; `err.key` names its key).
+   * `lock` is the Lock that was lost; it is `undefined` only when the program no
+   * longer referenced that Lock (it was garbage-collected before the loss was
+   * found), so nobody holds it to be told. The lock's own `signal` and `onLost`
+   * are told as well.
+   */
   on(event: 'lost', listener: (err: LockError, lock: Lock | undefined) => void): this
   on(event: 'error', listener: (err: LockError) => void): this
   on(event: string | symbol, listener: (...args: any[]) => void): this

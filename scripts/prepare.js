@@ -9,47 +9,15 @@ const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
 const { hostPlatform } = require('./platform')
+const { addonState } = require('./addon')
 
 const root = path.join(__dirname, '..')
 const addon = `lockdog.${hostPlatform()}.node`
 const log = (msg) => console.error(`lockdog prepare: ${msg}`)
 
-function newestSource() {
-  let newest = 0
-  const visit = (p) => {
-    const st = fs.statSync(p)
-    if (st.isDirectory()) for (const e of fs.readdirSync(p)) visit(path.join(p, e))
-    else newest = Math.max(newest, st.mtimeMs)
-  }
-  for (const p of ['src', 'Cargo.toml', 'Cargo.lock', 'build.rs']) {
-    if (fs.existsSync(path.join(root, p))) visit(path.join(root, p))
-  }
-  return newest
-}
-
-// Which cargo profile produced the addon, when cargo's output is still around.
-function profileOf(bytes) {
-  const target = path.join(root, 'target')
-  if (!fs.existsSync(target)) return null
-  const dirs = [target, ...fs.readdirSync(target).map((d) => path.join(target, d))]
-  for (const profile of ['release', 'debug']) {
-    for (const dir of dirs) {
-      for (const lib of ['liblockdog.so', 'liblockdog.dylib', 'lockdog.dll']) {
-        const p = path.join(dir, profile, lib)
-        try {
-          if (fs.statSync(p).size === bytes.length && fs.readFileSync(p).equals(bytes)) return profile
-        } catch {}
-      }
-    }
-  }
-  return null
-}
-
 function upToDate() {
-  const file = path.join(root, addon)
-  if (!fs.existsSync(file)) return false
-  if (fs.statSync(file).mtimeMs < newestSource()) return false
-  return profileOf(fs.readFileSync(file)) !== 'debug'
+  const state = addonState(root)
+  return !state.stale && state.profile !== 'debug'
 }
 
 if (process.env.npm_command === 'publish') {

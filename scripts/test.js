@@ -25,6 +25,7 @@ const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc')
 const reporter = require('node:url').pathToFileURL(path.join(__dirname, 'failures-reporter.mjs')).href
 const nodeVersions = require('./node-versions')
 const { redisServerAvailable, BIN } = require('./local-redis')
+const { addonState, clock } = require('./addon')
 
 function usage(msg) {
   console.error(`${msg}\nusage: node scripts/test.js [FILE...] | --node MAJOR[,MAJOR...]`)
@@ -52,8 +53,64 @@ if (!redisServerAvailable()) {
   process.exit(1)
 }
 
-function run(cmd, args) {
-  console.log(`\n$ ${[path.relative(root, cmd) || cmd, ...args].join(' ')}`)
+/**
+ * The JS tests load lockdog.<platform>.node, which only a build writes: one older than a
+ * Rust source would test code that is no longer there. Rebuild it (with the profile
+ * that built it, release by default: incremental, so seconds to a minute when little
+ * changed) or, without cargo, stop before any test runs and say what to run.
+ */
+function freshAddon() {
+  if (process.env.NAPI_RS_NATIVE_LIBRARY_PATH) return
+  const state = addonState(root)
+  if (!state.stale) return
+  const debug = state.profile === 'debug'
+  const script = debug ? 'build:debug' : 'build'
+  const why = state.exists
+    ? `${state.name} (built ${clock(state.builtMs)}) is older than ${state.newest.file} (changed ${clock(state.newest.mtimeMs)})`
+    : `${state.name} has not been built`
+  const cargo = process.env.CARGO || 'cargo'
+  if (spawnSync(cargo, ['--version'], { stdio: 'ignore' }).status !== 0) {
+    console.error(`${why}, and ${cargo} is not on PATH to rebuild it: the JS tests would test a stale addon.`)
+    console.error(`Install Rust, run \`npm run ${script}\`, then npm test again.`)
+    process.exit(1)
+  }
+  console.log(`${why}: rebuilding it first (npm run ${script})`)
+  const t0 = performance.now()
+  const npm = process.env.npm_execpath
+  const build = npm && /\.c?js$/.test(npm)
+    ? spawnSync(process.execPath, [npm, 'run', script], { cwd: root, stdio: 'inherit' })
+    : spawnSync('npm', ['run', script], { cwd: root, stdio: 'inherit', shell: process.platform === 'win32' })
+  if (build.status !== 0) {
+    console.error(`npm run ${script} failed (the compiler's error is above): no test was run.`)
+    process.exit(build.status || 1)
+  }
+  const after = addonState(root)
+  if (after.stale) {
+    console.error(`npm run ${script} succeeded but ${after.name} is still older than ${after.newest?.file}: no test was run.`)
+    process.exit(1)
+  }
+  console.log(`rebuilt ${after.name} in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
+}
+
+/** Which addon file the JS tests load, as the given Node resolves it: one line for the log. */
+function loadedAddon(bin) {
+  const probe = spawnSync(bin, ['-e', `require(${JSON.stringify(path.join(root, 'binding.js'))});
+    process.stdout.write(Object.keys(require.cache).find((k) => k.endsWith('.node')) ?? '')`], { encoding: 'utf8' })
+  const file = probe.stdout.trim()
+  if (probe.status !== 0 || !file) {
+    const err = probe.stderr.trim().split('\n').find(Boolean) ?? `exit ${probe.status}`
+    return `the addon does not load: ${err}`
+  }
+  const local = addonState(root)
+  if (file !== local.file) return `${file} (not the one built here: ${path.relative(root, local.file)})`
+  const built = `${local.profile ? `${local.profile} ` : ''}build of ${clock(local.builtMs)}`
+  return `${path.relative(root, file)} (${built}, ${local.stale ? `OLDER than ${local.newest.file}` : 'newer than every Rust source'})`
+}
+
+/** Runs a command in the repository; `shown` replaces its argument list in the log when that would be long. */
+function run(cmd, args, shown = args.join(' ')) {
+  const rel = path.relative(root, cmd)
+  console.log(`\n$ ${rel && !rel.startsWith('..') ? rel : cmd} ${shown}`)
   return spawnSync(cmd, args, { cwd: root, stdio: 'inherit' }).status ?? 1
 }
 
@@ -72,6 +129,8 @@ function pickNodes() {
   }
   return found.filter((f) => wanted.includes(f.major))
 }
+
+freshAddon()
 
 const suite = files.length
   ? files
@@ -111,6 +170,7 @@ for (const { bin, version } of nodes) {
   let status = 0
   if (!files.length) status = run(bin, [tsc, '-p', '__test__/types'])
   console.log(`\n${suite.length} test file(s) on Node ${version}`)
+  console.log(`addon: ${loadedAddon(bin)}`)
   const failuresFile = path.join(os.tmpdir(), `lockdog-test-failures-${process.pid}-${version}.txt`)
   fs.rmSync(failuresFile, { force: true })
   status = run(bin, [
@@ -118,7 +178,7 @@ for (const { bin, version } of nodes) {
     '--test-reporter=spec', '--test-reporter-destination=stdout',
     `--test-reporter=${reporter}`, `--test-reporter-destination=${failuresFile}`,
     ...suite
-  ]) || status
+  ], `--import tsx --test --test-concurrency=${concurrency} … ${files.length ? suite.join(' ') : `__test__/*.test.{js,mjs,ts} (${suite.length} files)`}`) || status
   let failed = []
   try {
     failed = fs.readFileSync(failuresFile, 'utf8').split('\n').filter(Boolean)

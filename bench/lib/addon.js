@@ -10,6 +10,7 @@ const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const { spawnSync } = require('node:child_process')
+const { addonState } = require('../../scripts/addon')
 
 const ROOT = path.resolve(__dirname, '..', '..')
 const TARGET = 'x86_64-unknown-linux-gnu'
@@ -19,24 +20,6 @@ function isDebugBuild(file) {
   const r = spawnSync('file', [file], { encoding: 'utf8' })
   if (r.status === 0) return /with debug_info/.test(r.stdout)
   return fs.statSync(file).size > 10 * 1024 * 1024
-}
-
-function newestSource() {
-  let newest = 0
-  const walk = (dir) => {
-    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
-      const p = path.join(dir, e.name)
-      if (e.isDirectory()) walk(p)
-      else newest = Math.max(newest, fs.statSync(p).mtimeMs)
-    }
-  }
-  walk(path.join(ROOT, 'src'))
-  for (const f of ['Cargo.toml', 'Cargo.lock', 'build.rs']) {
-    try {
-      newest = Math.max(newest, fs.statSync(path.join(ROOT, f)).mtimeMs)
-    } catch {}
-  }
-  return newest
 }
 
 /** Builds the cdylib in release mode into a private target dir (never touches the repo's .node). */
@@ -73,8 +56,8 @@ function prepareAddon({ mode = 'auto', log = console.log } = {}) {
   const repoNode = path.join(ROOT, NODE_FILE)
   let nodeFile
   let source
-  const repoUsable =
-    fs.existsSync(repoNode) && !isDebugBuild(repoNode) && fs.statSync(repoNode).mtimeMs >= newestSource()
+  const repo = addonState(ROOT)
+  const repoUsable = repo.exists && !repo.stale && !isDebugBuild(repoNode)
   if (mode.endsWith('.node')) {
     nodeFile = path.resolve(mode)
     if (!fs.existsSync(nodeFile)) throw new Error(`--addon ${mode}: no such file`)
