@@ -7,9 +7,16 @@ const { startRedis, waitFor, redisServerAvailable, freePort } = require('../../s
 
 const ROOT = path.join(__dirname, '..', '..')
 
-/** An ioredis client for inspecting a test server (never used by lockdog itself). */
+/**
+ * An ioredis client for inspecting a test server (never used by lockdog itself).
+ * Tests stop and kill their servers: a connection error is kept in `lastError`
+ * (a command on it still rejects) rather than printed as an unhandled event.
+ */
 function inspector(server) {
-  return new Redis({ host: '127.0.0.1', port: server.port, lazyConnect: false, maxRetriesPerRequest: 1 })
+  const r = new Redis({ host: '127.0.0.1', port: server.port, lazyConnect: false, maxRetriesPerRequest: 1 })
+  r.lastError = null
+  r.on('error', (e) => { r.lastError = e })
+  return r
 }
 
 /**
