@@ -332,7 +332,11 @@ export declare class LockClient extends EventEmitter implements AsyncDisposable 
 /** An ioredis or node-redis client, a `LockClient`, a Redis URL, or `{ host, port, ... }`. */
 export type RedisLike = LockClient | string | { options?: object } | { host?: string; port?: number; [k: string]: unknown }
 
-/** `withLock(key, fn, options?)` on the default client (REDIS_URL, else redis://127.0.0.1:6379). */
+/**
+ * `withLock(key, fn, options?)` on the default client (REDIS_URL, else redis://127.0.0.1:6379).
+ * Its first node failure (e.g. no Redis running there) prints one process warning,
+ * code LOCKDOG_NODE_FAILED; the call keeps trying until its waitTimeout (10 s by default).
+ */
 export declare function withLock<T>(key: LockKey, fn: LockedFn<T>, options?: AcquireOptions): Promise<Awaited<T>>
 /** `withLock(redis, key, fn, ttl = 30000)`: one attempt (ERR_LOCK_TAKEN if held), as the hand-written helper had it. */
 export declare function withLock<T>(redis: RedisLike, key: LockKey, fn: LockedFn<T>, ttl?: number): Promise<Awaited<T>>

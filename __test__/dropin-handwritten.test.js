@@ -6,6 +6,7 @@ const Redis = require('ioredis')
 const { createClient } = require('redis')
 const { DistributedLock, withLock, LockClient } = require('lockdog')
 const { serverAndClient, runWorker, waitFor } = require('./helpers')
+const { freePort } = require('../scripts/local-redis')
 
 let server
 let redis
@@ -89,6 +90,21 @@ test('module-level withLock(key, fn) uses REDIS_URL', async () => {
   const result = await r.exited
   assert.equal(result.code, 0, result.stderr)
   assert.deepEqual(result.lines[0], { value: 42, held: true })
+  assert.doesNotMatch(result.stderr, /LOCKDOG_NODE_FAILED/)
+})
+
+test('module-level withLock with no Redis at REDIS_URL: one process warning at the first failure, then the typed error at waitTimeout', async () => {
+  const port = await freePort()
+  const r = runWorker('default-client-unreachable.js', [1500], { env: { REDIS_URL: `redis://127.0.0.1:${port}` } })
+  const result = await r.exited
+  assert.equal(result.code, 0, result.stderr)
+  const [out] = result.lines
+  assert.equal(out.code, 'ERR_LOCK_CONNECTION', JSON.stringify(out))
+  assert.match(out.message, new RegExp(`127\\.0\\.0\\.1:${port}`))
+  assert.ok(out.ms >= 1400, `gave up after ${out.ms} ms, before its waitTimeout`)
+  const warnings = result.stderr.match(/\[LOCKDOG_NODE_FAILED\] LockdogWarning: [^\n]*/g) ?? []
+  assert.equal(warnings.length, 1, result.stderr)
+  assert.match(warnings[0], new RegExp(`127\\.0\\.0\\.1:${port}.*set REDIS_URL`))
 })
 
 test('ESM import works', async () => {

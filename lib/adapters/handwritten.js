@@ -8,14 +8,30 @@ const { LockClient } = require('../client')
 const { invalidType } = require('../errors')
 const { keyList, assertFunction } = require('../validate')
 const { connectionOf } = require('./connection')
+const { URL_ENV } = require('../../binding')
 
 const byObject = new WeakMap()
 const byUrl = new Map()
 let defaultClient = null
 
-/** The default client of module-level `withLock(key, fn)`: REDIS_URL, else localhost. */
+/**
+ * The default client of module-level `withLock(key, fn)`: REDIS_URL, else localhost.
+ * Nobody can listen to its 'error' events, so its first node failure becomes one
+ * process warning (a first try with no Redis running would otherwise wait out
+ * waitTimeout in silence).
+ */
 function getDefaultClient() {
-  if (!defaultClient || defaultClient.closed) defaultClient = new LockClient()
+  if (!defaultClient || defaultClient.closed) {
+    const client = new LockClient()
+    client.once('error', (err) => {
+      process.emitWarning(
+        `${err.message}. Module-level withLock keeps trying until its waitTimeout; ` +
+          `set ${URL_ENV} to the Redis to use, or start one (redis-server).`,
+        { type: 'LockdogWarning', code: 'LOCKDOG_NODE_FAILED' },
+      )
+    })
+    defaultClient = client
+  }
   return defaultClient
 }
 
