@@ -3,7 +3,7 @@
 // Differential tests: every body runs against the real redlock@5.0.0-beta.2 and
 // against lockdog/redlock, with the same ioredis clients on the same servers, and
 // asserts the same observable results. Where lockdog deliberately differs, the
-// test's name says so (and the README's migration section gives the reason).
+// test's name says so (and docs/migrating.md, "Deliberate differences", gives the reason).
 
 const assert = require('node:assert/strict')
 const { spawn } = require('node:child_process')

@@ -297,7 +297,7 @@ async function main() {
     const dir = args.resultsDir
     fs.mkdirSync(dir, { recursive: true })
     fs.writeFileSync(path.join(dir, 'latest.json'), `${JSON.stringify(report, null, 2)}\n`)
-    fs.writeFileSync(path.join(dir, 'latest.md'), args.quick ? `> Quick run (--quick): fewer, shorter rounds; not the figures the README quotes.\n\n${md}` : md)
+    fs.writeFileSync(path.join(dir, 'latest.md'), args.quick ? `> Quick run (--quick): fewer, shorter rounds; not the figures docs/performance.md quotes.\n\n${md}` : md)
     require('./chart').writeChart(path.join(dir, 'latest.json'), path.join(dir, 'chart.svg'))
     log(`wrote ${path.relative(path.join(BENCH, '..'), dir)}/latest.md, latest.json, chart.svg`)
   }

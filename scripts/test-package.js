@@ -195,7 +195,7 @@ async function startVerdaccio(tools) {
   return { url, port, pid: proc.pid }
 }
 
-// --- the release, as a maintainer runs it (README "Releasing"), from a copy of this tree
+// --- the release, as a maintainer runs it (CONTRIBUTING.md "Releasing"), from a copy of this tree
 
 function stageRelease() {
   const stage = path.join(tmp, 'release')

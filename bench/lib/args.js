@@ -46,7 +46,7 @@ function benchArgs(argv, resultsRoot = path.join(__dirname, '..', 'results')) {
   if (values.only !== undefined) a.only = list([values.only], 'only', (s) => s.length > 0)
   if (!ADDONS.includes(a.addon) && !a.addon.endsWith('.node')) throw new Error(`--addon: '${a.addon}' is not one of ${ADDONS.join(', ')}`)
   if (a.scenarios.length === 0) a.scenarios = [1, 2, 3, 6, 4, 5]
-  // A quick run never replaces the full run's figures the README quotes.
+  // A quick run never replaces the full run's figures docs/performance.md quotes.
   a.resultsDir = a.quick ? path.join(resultsRoot, 'quick') : resultsRoot
   return a
 }

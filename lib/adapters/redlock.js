@@ -7,7 +7,7 @@
 // attempts `retryDelay ± retryJitter` apart, whatever made the votes fail (a
 // held key or an unreachable node). Keys are stored as redlock stores them:
 // each resource name holds the lock's value. The deliberate differences are
-// listed in the README's migration section.
+// listed in docs/migrating.md ("Deliberate differences").
 
 const { EventEmitter } = require('node:events')
 const { inspect } = require('node:util')
