@@ -63,8 +63,13 @@ pub fn drift(allowance: std::time::Duration) -> std::time::Duration {
 /// When an attempt's validity starts counting: before the first request was
 /// sent, or (`LateClock`) only once the replies are in.
 pub fn validity_start(sent: std::time::Instant) -> std::time::Instant {
+    validity_start_at(sent, std::time::Instant::now())
+}
+
+/// [`validity_start`] for replies judged at `now`.
+pub fn validity_start_at(sent: std::time::Instant, now: std::time::Instant) -> std::time::Instant {
     if mode() == Broken::LateClock {
-        std::time::Instant::now()
+        now
     } else {
         sent
     }

@@ -1,12 +1,11 @@
 //! The engine that takes locks, on tokio: `run.rs` is the acquire loop
 //! (attempt → verdict → take, or undo and pause until woken or the wait
-//! ends), `decide.rs` its pure decisions after a verdict (give up, or pause
-//! how long), `attempt.rs` one attempt on every node, `undo.rs` its undo
+//! ends; its decisions after a verdict and its errors are the acquisition
+//! machine's, in `ops::acquisition`), `attempt.rs` one attempt on every node, `undo.rs` its undo
 //! (done here, or already sent by the fast path that made it), `permits.rs`
 //! and `fair.rs` the semaphore, read-write, slot and fair attempts,
 //! `queue.rs` waiting in line for release notices, `register.rs` a won
-//! attempt becoming a held lock, `failure.rs` the errors an acquisition ends
-//! with. What a request, an attempt and a lock kind are lives in `model/`.
+//! attempt becoming a held lock. What a request, an attempt and a lock kind are lives in `model/`.
 
 use std::sync::Arc;
 
@@ -17,8 +16,6 @@ use crate::core::lock::Lock;
 use crate::core::shared::Inner;
 
 mod attempt;
-mod decide;
-mod failure;
 mod fair;
 mod permits;
 mod queue;

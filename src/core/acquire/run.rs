@@ -12,16 +12,18 @@ use rand::Rng;
 use tokio_util::sync::CancellationToken;
 
 use super::attempt::attempt_for;
-use super::decide::{self, Bounds, Next};
-use super::failure::{aborted, behind_earlier, taken_message, timed_out, wait_passed};
 use super::fair::LinePlace;
 use super::queue::{queue_up, Queued};
 use super::undo::Undo;
 use crate::core::broken;
-use crate::core::error::{ErrorCode, LockError, Result};
+use crate::core::error::{LockError, Result};
 use crate::core::keys;
 use crate::core::lock::Lock;
 use crate::core::model::{self, Attempt, Judged, Request, Won};
+use crate::core::ops::acquisition::decide::{self, Bounds, Next};
+use crate::core::ops::acquisition::failure::{
+    aborted, attempt_failed, behind_earlier, timed_out, wait_passed,
+};
 use crate::core::quorum::{self, Acquired, Tally};
 use crate::core::shared::Inner;
 use crate::core::time::ms_of;
@@ -201,39 +203,14 @@ pub(super) async fn acquire_from(
             to_undo.in_background(inner, keys, token, undo_timeout);
             return Err(aborted(&key_label, attempts));
         }
-        let failure = match verdict {
-            Acquired::Contended { longest_pttl } => {
-                let mut e = LockError::new(
-                    ErrorCode::Taken,
-                    taken_message(&key_label, longest_pttl, attempts),
-                );
-                e.remaining_ms = longest_pttl;
-                e.with_nodes(inner.reports(answers))
-            }
-            Acquired::TooLate | Acquired::Won => LockError::new(
-                ErrorCode::Timeout,
-                format!(
-                    "lock \"{key_label}\" was taken too late to be of use: {} ms of its {} ms ttl went by",
-                    elapsed.as_millis(),
-                    spec.ttl.as_millis()
-                ),
-            )
-            .with_nodes(inner.reports(answers)),
-            Acquired::NoQuorum => inner.no_quorum(answers, || {
-                let detail: Vec<String> = inner
-                    .reports(answers)
-                    .iter()
-                    .map(|r| format!("{} {}", r.node, r.answer))
-                    .collect();
-                format!(
-                    "lock \"{key_label}\": {} of {n} nodes agreed, {} needed ({})",
-                    t.ok,
-                    t.needed(),
-                    detail.join("; ")
-                )
-            }),
-        };
-        let failure = failure.with_key(key_label.clone()).with_attempts(attempts);
+        let failure = attempt_failed(
+            verdict,
+            inner.reports(answers),
+            &key_label,
+            attempts,
+            elapsed,
+            spec.ttl,
+        );
         let contended = matches!(verdict, Acquired::Contended { .. });
         let worth_retrying = quorum::worth_retrying(answers);
         match decide::next(verdict, worth_retrying, attempts, &bounds, Instant::now()) {

@@ -11,12 +11,15 @@
 //! sees it unless that failed too.
 //!
 //! `release`, `extend` (a manual extension), `renew` (the watchdog's
-//! batches), `acquire` and `permits` (semaphores and fair lines); `gather`
+//! batches), `acquire` and `permits` (semaphores and fair lines);
+//! `acquisition` a plain lock's whole acquisition, attempts, undos and
+//! waits, as one machine; `gather`
 //! holds an operation's answers so far and records those that come after
 //! its outcome. `core::transports_agree` feeds both drivers the same
 //! replies and checks that every operation comes to the same outcome.
 
 pub mod acquire;
+pub mod acquisition;
 pub mod extend;
 pub mod gather;
 pub mod permits;

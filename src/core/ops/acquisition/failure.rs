@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
-use crate::core::error::{ErrorCode, LockError};
+use crate::core::error::{ErrorCode, LockError, NodeAnswer, NodeReport};
+use crate::core::quorum::{self, Acquired, Tally};
 
-pub(super) fn taken_message(label: &str, longest_pttl: Option<u64>, attempts: u32) -> String {
+pub(crate) fn taken_message(label: &str, longest_pttl: Option<u64>, attempts: u32) -> String {
     match longest_pttl {
         Some(ms) => format!(
             "lock \"{label}\" is held by another owner for another {ms} ms ({attempts} attempt(s))"
@@ -14,7 +15,7 @@ pub(super) fn taken_message(label: &str, longest_pttl: Option<u64>, attempts: u3
     }
 }
 
-pub(super) fn aborted(label: &str, attempts: u32) -> LockError {
+pub(crate) fn aborted(label: &str, attempts: u32) -> LockError {
     LockError::new(
         ErrorCode::Aborted,
         format!("acquiring lock \"{label}\" was aborted"),
@@ -24,7 +25,7 @@ pub(super) fn aborted(label: &str, attempts: u32) -> LockError {
 }
 
 /// The wait ended while earlier callers of this client were ahead of this one.
-pub(super) fn behind_earlier(label: &str, wait: Duration) -> LockError {
+pub(crate) fn behind_earlier(label: &str, wait: Duration) -> LockError {
     LockError::new(
         ErrorCode::Timeout,
         format!(
@@ -37,7 +38,7 @@ pub(super) fn behind_earlier(label: &str, wait: Duration) -> LockError {
 }
 
 /// The wait ended while an attempt was in flight.
-pub(super) fn wait_passed(
+pub(crate) fn wait_passed(
     last: Option<LockError>,
     label: &str,
     attempts: u32,
@@ -65,7 +66,7 @@ pub(super) fn wait_passed(
 
 /// The wait ended: held by another is a timeout; an outage that outlasted the
 /// wait keeps its own code (`ERR_LOCK_CONNECTION`, `ERR_LOCK_QUORUM`…) and cause.
-pub(super) fn timed_out(last: LockError, wait: Duration) -> LockError {
+pub(crate) fn timed_out(last: LockError, wait: Duration) -> LockError {
     LockError {
         code: match last.code {
             ErrorCode::Taken => ErrorCode::Timeout,
@@ -78,6 +79,54 @@ pub(super) fn timed_out(last: LockError, wait: Duration) -> LockError {
         ),
         ..last
     }
+}
+
+/// What attempt number `attempts` at `label` failed with: its verdict, and
+/// each node's answer by name; `elapsed` of its `ttl` went by.
+pub(crate) fn attempt_failed(
+    verdict: Acquired,
+    reports: Vec<NodeReport>,
+    label: &str,
+    attempts: u32,
+    elapsed: Duration,
+    ttl: Duration,
+) -> LockError {
+    let failure = match verdict {
+        Acquired::Contended { longest_pttl } => {
+            let mut e = LockError::new(
+                ErrorCode::Taken,
+                taken_message(label, longest_pttl, attempts),
+            );
+            e.remaining_ms = longest_pttl;
+            e.with_nodes(reports)
+        }
+        Acquired::TooLate | Acquired::Won => LockError::new(
+            ErrorCode::Timeout,
+            format!(
+                "lock \"{label}\" was taken too late to be of use: {} ms of its {} ms ttl went by",
+                elapsed.as_millis(),
+                ttl.as_millis()
+            ),
+        )
+        .with_nodes(reports),
+        Acquired::NoQuorum => {
+            let answers: Vec<NodeAnswer> = reports.iter().map(|r| r.answer.clone()).collect();
+            let t = Tally::of(&answers);
+            let detail: Vec<String> = reports
+                .iter()
+                .map(|r| format!("{} {}", r.node, r.answer))
+                .collect();
+            let message = format!(
+                "lock \"{label}\": {} of {} nodes agreed, {} needed ({})",
+                t.ok,
+                answers.len(),
+                t.needed(),
+                detail.join("; ")
+            );
+            quorum::no_quorum(reports, || message)
+        }
+    };
+    failure.with_key(label).with_attempts(attempts)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use crate::core::quorum::Acquired;
 
 /// The caller's bounds on retrying.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Bounds {
+pub(crate) struct Bounds {
     pub retry_delay: Duration,
     pub retry_count: Option<u32>,
     pub wait_until: Instant,
@@ -19,7 +19,7 @@ pub(super) struct Bounds {
 }
 
 impl Bounds {
-    pub(super) fn of(spec: &AcquireSpec, wait_until: Instant) -> Bounds {
+    pub(crate) fn of(spec: &AcquireSpec, wait_until: Instant) -> Bounds {
         Bounds {
             retry_delay: spec.retry_delay,
             retry_count: spec.retry_count,
@@ -31,7 +31,7 @@ impl Bounds {
 
 /// What follows an attempt that did not win.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Next {
+pub(crate) enum Next {
     /// Give up with the attempt's own failure.
     GiveUp,
     /// The wait is over: give up with the failure as a timeout.
@@ -43,7 +43,7 @@ pub(super) enum Next {
 /// After attempt number `attempts` came to `verdict` at `now`: contention is
 /// waited out, and so is an outage (`worth_retrying`: nodes unreachable,
 /// loading, read-only after a failover), within the same budget.
-pub(super) fn next(
+pub(crate) fn next(
     verdict: Acquired,
     worth_retrying: bool,
     attempts: u32,
@@ -65,7 +65,7 @@ pub(super) fn next(
 /// The pause before the next attempt, once the undo landed at `now`
 /// (`None`: the wait is over). `longest_pttl`: the holder's lease left;
 /// `heard`: its release notice will wake us.
-pub(super) fn pause(
+pub(crate) fn pause(
     longest_pttl: Option<u64>,
     heard: bool,
     jitter: Duration,
