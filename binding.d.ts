@@ -71,10 +71,10 @@ export declare class NativeClient {
   forceRelease(key: string): Promise<number>
   /**
    * Deletes the lock on `keys` wherever they hold `token`, without adopting it.
-   * Resolves each node's answer (`ok` where it held the token). Arguments are
-   * checked synchronously.
+   * Resolves whether a quorum of nodes held it (`released`) and each node's
+   * answer (`ok` where it held the token). Arguments are checked synchronously.
    */
-  releaseToken(keys: Array<string>, token: string): Promise<Array<NodeReport>>
+  releaseToken(keys: Array<string>, token: string): Promise<TokenRelease>
   /** Counts the permits of the semaphore `key` held by unexpired holders. */
   countPermits(key: string): Promise<SemaphoreCount>
 }
@@ -474,6 +474,14 @@ export interface TlsOptions {
   cert?: string
   /** Client private key (with `cert`). Never logged. */
   key?: string
+}
+
+/** What `releaseToken` came to. */
+export interface TokenRelease {
+  /** A quorum of nodes held the token, and deleted the keys. */
+  released: boolean
+  /** Each node's answer. */
+  nodes: Array<NodeReport>
 }
 
 /** The environment variable that replaces `DEFAULT_URL` when set and not empty. */

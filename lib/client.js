@@ -4,7 +4,7 @@
 // JS side of its locks: loss events routed to their Lock, withLock, close().
 
 const { EventEmitter } = require('node:events')
-const { NativeClient, CancelHandle, MAX_MS, quorumSize } = require('../binding.js')
+const { NativeClient, CancelHandle, MAX_MS } = require('../binding.js')
 const { LockError, withStack, invalidType, invalidValue, outOfRange } = require('./errors')
 const { keyList, assertFunction, pick, tlsOption, sentinelOption, ACQUIRE_LOCK, ADOPT, CLIENT_JS } = require('./validate')
 const { Lock, runHolding } = require('./lock')
@@ -237,12 +237,9 @@ class LockClient extends EventEmitter {
     } catch (e) {
       throw withStack(e)
     }
-    return pending.then(
-      (nodes) => ({ released: nodes.filter((n) => n.answer === 'ok').length >= quorumSize(nodes.length), nodes }),
-      (e) => {
-        throw withStack(e)
-      },
-    )
+    return pending.catch((e) => {
+      throw withStack(e)
+    })
   }
 
   /** Whether a quorum of nodes holds `key` now (any owner); one read, nothing changed. */

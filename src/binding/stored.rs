@@ -11,6 +11,15 @@ use crate::binding::events::NodeReport;
 use crate::binding::options::{LockInspection, SemaphoreCount};
 use crate::binding::settle::settle_later;
 
+/// What `releaseToken` came to.
+#[napi(object)]
+pub struct TokenRelease {
+    /// A quorum of nodes held the token, and deleted the keys.
+    pub released: bool,
+    /// Each node's answer.
+    pub nodes: Vec<NodeReport>,
+}
+
 #[napi]
 impl NativeClient {
     /// Reads a lock key on every node without changing it.
@@ -43,26 +52,30 @@ impl NativeClient {
     }
 
     /// Deletes the lock on `keys` wherever they hold `token`, without adopting it.
-    /// Resolves each node's answer (`ok` where it held the token). Arguments are
-    /// checked synchronously.
-    #[napi(ts_return_type = "Promise<Array<NodeReport>>")]
+    /// Resolves whether a quorum of nodes held it (`released`) and each node's
+    /// answer (`ok` where it held the token). Arguments are checked synchronously.
+    #[napi(ts_return_type = "Promise<TokenRelease>")]
     pub fn release_token<'env>(
         &self,
         env: &'env Env,
         keys: Vec<String>,
         token: String,
-    ) -> Result<PromiseRaw<'env, Vec<NodeReport>>> {
+    ) -> Result<PromiseRaw<'env, TokenRelease>> {
         // Keys and token are checked synchronously, as for `adopt`.
         self.core
             .prepare_adopt(keys.clone(), &token, &Default::default())
             .map_err(to_napi)?;
         let client = self.core.clone();
         settle_later(env, async move {
-            let reports = client.release_token(keys, &token).await.map_err(to_napi)?;
-            Ok(reports
-                .iter()
-                .map(|r| NodeReport::new(&r.node, &r.answer))
-                .collect())
+            let done = client.release_token(keys, &token).await.map_err(to_napi)?;
+            Ok(TokenRelease {
+                released: done.released,
+                nodes: done
+                    .nodes
+                    .iter()
+                    .map(|r| NodeReport::new(&r.node, &r.answer))
+                    .collect(),
+            })
         })
     }
 

@@ -11,7 +11,7 @@ use futures_util::future::join_all;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::config::{AcquireOptions, AcquireSpec, ClientConfig};
-use crate::core::error::{ErrorCode, LockError, NodeReport, Result};
+use crate::core::error::{ErrorCode, LockError, Result};
 use crate::core::keys::{self, fence_key, lock_keys};
 use crate::core::lock::Lock;
 use crate::core::model::{self, Request, Resume};
@@ -22,7 +22,7 @@ use crate::core::{acquire, adopt};
 
 mod stored;
 
-pub use stored::Inspection;
+pub use stored::{Inspection, TokenRelease};
 
 /// A lock client over one or more independent Redis masters. Cheap to clone.
 #[derive(Clone)]
@@ -286,9 +286,10 @@ impl Client {
 
     /// Releases the lock on `keys` wherever its keys hold `token`, without
     /// adopting it (a lock taken by another process, its token handed over):
-    /// one token-checked delete on every node. Each node's answer: `Ok` where it
-    /// held the token, `NotHeld` where the keys were gone or another owner's.
-    pub async fn release_token(&self, keys: Vec<String>, token: &str) -> Result<Vec<NodeReport>> {
+    /// one token-checked delete on every node; released when a quorum held it.
+    /// Each node's answer: `Ok` where it held the token, `NotHeld` where the
+    /// keys were gone or another owner's.
+    pub async fn release_token(&self, keys: Vec<String>, token: &str) -> Result<TokenRelease> {
         adopt::check_token(token)?;
         let request = self.prepare(keys, &AcquireOptions::default())?;
         stored::release_token(&self.inner, &request.names, token).await

@@ -10,7 +10,7 @@ use futures_util::future::join_all;
 use super::Client;
 use crate::core::error::{NodeAnswer, NodeReport, Result};
 use crate::core::keys::{self, fence_key, lock_keys};
-use crate::core::quorum;
+use crate::core::quorum::{self, Released, Tally};
 use crate::core::semaphore;
 use crate::core::shared::Inner;
 
@@ -32,17 +32,28 @@ fn mask(token: &str) -> String {
     format!("{shown}…")
 }
 
+/// What a release by token came to: `released` when a quorum of nodes
+/// deleted keys holding the token; each node's answer.
+#[derive(Debug, Clone)]
+pub struct TokenRelease {
+    pub released: bool,
+    pub nodes: Vec<NodeReport>,
+}
+
 /// [`Client::release_token`].
 pub(super) async fn release_token(
     inner: &Inner,
     names: &[String],
     token: &str,
-) -> Result<Vec<NodeReport>> {
+) -> Result<TokenRelease> {
     let keys = keys::prefixed(&inner.cfg.key_prefix, names);
     let timeout = inner.cfg.command_timeout;
     let answers = join_all(inner.nodes.iter().map(|n| n.release(&keys, token, timeout))).await;
     inner.report_faults(&answers);
-    Ok(inner.reports(&answers))
+    Ok(TokenRelease {
+        released: quorum::released(&Tally::of(&answers)) == Released::Released,
+        nodes: inner.reports(&answers),
+    })
 }
 
 /// [`Client::waiting`].
