@@ -189,6 +189,32 @@ impl Inner {
         }
     }
 
+    /// Ends `state` as released in this process, before anything is sent: the
+    /// watchdog stops renewing it and it no longer counts as held. False when
+    /// it had already ended (released, lost, handed over or dropped).
+    pub(crate) fn let_go(&self, state: &LockState) -> bool {
+        if !state.end_released() {
+            return false;
+        }
+        self.watchdog.unwatch(state.id);
+        self.stats.held.fetch_sub(1, Ordering::Relaxed);
+        true
+    }
+
+    /// The verdict of a caller's release (after [`Inner::let_go`]), counted
+    /// when it released the lock; either driver gathers the answers.
+    pub(crate) fn released_by_caller(
+        &self,
+        state: &LockState,
+        answers: &[NodeAnswer],
+    ) -> Result<bool> {
+        let out = self.release_verdict(state, answers);
+        if let Ok(true) = out {
+            self.stats.released.fetch_add(1, Ordering::Relaxed);
+        }
+        out
+    }
+
     /// Sends a token-checked release everywhere; the lock has already ended locally.
     /// Resolves once a quorum deleted our keys: on a minority of nodes the
     /// release may still be on its way (a background task `close()` awaits).

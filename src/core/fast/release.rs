@@ -1,7 +1,6 @@
 //! A release on the fast path: `ops::release` fed the replies as the JS
 //! thread's loop reads them.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,11 +35,9 @@ pub fn plain_release(lock: &Lock) -> bool {
 /// send (it had already ended), as on tokio.
 pub fn fast_release(lock: &Lock) -> std::result::Result<FastRelease, bool> {
     let (state, inner) = lock.parts();
-    if !state.end_released() {
+    if !inner.let_go(state) {
         return Err(false);
     }
-    inner.watchdog.unwatch(state.id);
-    inner.stats.held.fetch_sub(1, Ordering::Relaxed);
     let packed = packed(&ops::release::call(
         &state.keys,
         &state.token,
@@ -73,10 +70,6 @@ impl Decided for FastRelease {
 
     fn answer(&mut self, i: usize, reply: Reply) -> Option<Result<bool>> {
         let answers = self.late.follow(self.op.on_reply(i, reply))?;
-        let out = self.inner.release_verdict(&self.state, &answers);
-        if let Ok(true) = out {
-            self.inner.stats.released.fetch_add(1, Ordering::Relaxed);
-        }
-        Some(out)
+        Some(self.inner.released_by_caller(&self.state, &answers))
     }
 }
