@@ -115,12 +115,7 @@ pub(crate) async fn adopt(inner: &Arc<Inner>, request: Request, token: String) -
     inner.stats.held.fetch_add(1, Ordering::Relaxed);
     inner.watchdog.start(inner);
     inner.watchdog.watch(state.clone());
-    let lock = Lock::new(state, inner.clone());
-    if inner.ensure_open().is_err() {
-        let _ = lock.release().await;
-        return Err(LockError::closed());
-    }
-    Ok(lock)
+    inner.unless_closed(Lock::new(state, inner.clone()))
 }
 
 #[cfg(test)]

@@ -1,9 +1,11 @@
 //! Registering a won attempt as a held lock: the lock's state, its counters,
-//! and its place in the watchdog.
+//! and its place in the watchdog; a lock registered as `close()` ran is
+//! given back.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use crate::core::error::Result;
 use crate::core::lock::Lock;
 use crate::core::lock_state::{LockState, NewLock};
 use crate::core::model::Won;
@@ -46,5 +48,18 @@ impl Inner {
         self.watchdog.start(self);
         self.watchdog.watch(state.clone());
         Lock::new(state, self.clone())
+    }
+
+    /// `lock`, just registered, or `ERR_LOCK_CLOSED` when `close()` ran while
+    /// it was being registered: it is then given back in the background
+    /// (which `close()` awaits), whichever driver took it.
+    pub(crate) fn unless_closed(self: &Arc<Self>, lock: Lock) -> Result<Lock> {
+        if let Err(closed) = self.ensure_open() {
+            self.in_background(async move {
+                let _ = lock.release().await;
+            });
+            return Err(closed);
+        }
+        Ok(lock)
     }
 }

@@ -182,12 +182,7 @@ pub(super) async fn acquire_from(
             if let Some(line) = line.as_mut() {
                 line.taken();
             }
-            if inner.ensure_open().is_err() {
-                // close() ran while this lock was being registered: give it back.
-                let _ = lock.release().await;
-                return Err(LockError::closed());
-            }
-            return Ok(lock);
+            return inner.unless_closed(lock);
         }
         if t.held > 0 {
             inner.stats.contended.fetch_add(1, Ordering::Relaxed);

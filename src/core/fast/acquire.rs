@@ -46,7 +46,7 @@ pub fn fast_acquire(
         return Err(request);
     }
     let script_keys = keys::script_keys(&keys, inner.cfg.fencing);
-    let token = uuid::Uuid::new_v4().to_string();
+    let token = crate::core::model::token(request.permits);
     let spec = &request.spec;
     let packed = packed(&ops::acquire::call(
         &script_keys,
@@ -221,15 +221,10 @@ impl FastAcquire {
             spec: &request.spec,
             attempt: &attempt,
         });
-        if inner.ensure_open().is_err() {
-            // close() ran while this lock was being registered: give it back.
-            let back = lock.clone();
-            inner.in_background(async move {
-                let _ = back.release().await;
-            });
-            return Some(Outcome::Failed(LockError::closed()));
-        }
-        Some(Outcome::Won(lock))
+        Some(match inner.unless_closed(lock) {
+            Ok(lock) => Outcome::Won(lock),
+            Err(closed) => Outcome::Failed(closed),
+        })
     }
 }
 
