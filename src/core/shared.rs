@@ -15,7 +15,8 @@ use tokio::sync::Notify;
 use crate::core::broken;
 use crate::core::config::ClientConfig;
 use crate::core::error::{LockError, NodeAnswer, NodeReport, Result};
-use crate::core::lock_state::{Answers, LockState};
+use crate::core::lock_state::LockState;
+use crate::core::model::{Answers, LockKind};
 use crate::core::node::{Node, Renewal};
 use crate::core::quorum::fanout::{Call, FanOut};
 use crate::core::quorum::{self, Released, Tally};
@@ -123,6 +124,7 @@ impl Inner {
         self: &Arc<Self>,
         keys: Vec<String>,
         token: String,
+        kind: LockKind,
         nodes: Vec<usize>,
         timeout: Duration,
     ) {
@@ -135,7 +137,7 @@ impl Inner {
             join_all(
                 nodes
                     .iter()
-                    .map(|&i| inner.nodes[i].release(&keys, &token, timeout)),
+                    .map(|&i| inner.nodes[i].release(&keys, &token, kind, timeout)),
             )
             .await;
         });
@@ -257,10 +259,14 @@ impl Inner {
         let timeout = self.cfg.command_timeout;
         let keys: Arc<[String]> = state.keys.clone().into();
         let token: Arc<str> = state.token.as_str().into();
+        let kind = state.kind;
         let calls = (0..self.nodes.len())
             .map(|i| -> Call<()> {
                 let (inner, keys, token) = (self.clone(), keys.clone(), token.clone());
-                Box::pin(async move { (inner.nodes[i].release(&keys, &token, timeout).await, ()) })
+                Box::pin(async move {
+                    let answer = inner.nodes[i].release(&keys, &token, kind, timeout).await;
+                    (answer, ())
+                })
             })
             .collect();
         let mut fan = FanOut::new(calls);

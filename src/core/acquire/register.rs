@@ -19,17 +19,20 @@ impl Inner {
         let Won {
             keys,
             token,
+            kind,
             attempts,
             started,
             spec,
             attempt,
         } = won;
+        let (token, kind) = attempt.holder(token, kind);
         let drift = self.cfg.drift_for(spec.ttl);
         let state = Arc::new(LockState::new(NewLock {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             keys,
             prefix_len: self.cfg.key_prefix.len(),
             token,
+            kind,
             attempts,
             deadline: later(started, spec.ttl.saturating_sub(drift)),
             ttl: spec.ttl,

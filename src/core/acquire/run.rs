@@ -21,7 +21,7 @@ use crate::core::broken;
 use crate::core::error::{ErrorCode, LockError, Result};
 use crate::core::keys;
 use crate::core::lock::Lock;
-use crate::core::model::{self, Attempt, Judged, Request, Won};
+use crate::core::model::{self, Attempt, Judged, LockKind, Request, Won};
 use crate::core::quorum::{self, Acquired, Tally};
 use crate::core::shared::Inner;
 use crate::core::time::ms_of;
@@ -53,6 +53,7 @@ pub(super) async fn acquire_from(
     let wait_until = began + spec.wait_timeout;
     let drift = inner.cfg.drift_for(spec.ttl);
     let n = inner.nodes.len();
+    let kind = LockKind::of(permits);
     let mut token = match &mut first {
         Some((t, _, _)) => std::mem::take(t),
         None => model::token(permits),
@@ -139,11 +140,11 @@ pub(super) async fn acquire_from(
             tokio::select! {
                 attempt = attempt_for(inner, permits, &script_keys, keys.len(), &token, &spec) => (attempt, None),
                 _ = cancel.cancelled() => {
-                    inner.undo_in_background(keys, token, every_node, undo_timeout);
+                    inner.undo_in_background(keys, token, kind, every_node, undo_timeout);
                     return Err(aborted(&key_label, attempts));
                 }
                 _ = tokio::time::sleep_until(wait_until.into()), if wait_bounds_attempts => {
-                    inner.undo_in_background(keys, token, every_node, undo_timeout);
+                    inner.undo_in_background(keys, token, kind, every_node, undo_timeout);
                     return Err(wait_passed(last_failure, &key_label, attempts, spec.wait_timeout));
                 }
             }
@@ -170,10 +171,10 @@ pub(super) async fn acquire_from(
             }
         };
         if verdict == Acquired::Won && !cancel.is_cancelled() && inner.ensure_open().is_ok() {
-            let token = attempt.member.clone().unwrap_or(token);
             let lock = inner.register(Won {
                 keys,
                 token,
+                kind,
                 attempts,
                 started,
                 spec: &spec,
@@ -189,11 +190,11 @@ pub(super) async fn acquire_from(
         }
         let mut to_undo = Undo::of(&attempt, sent_undo);
         if let Err(closed) = inner.ensure_open() {
-            to_undo.in_background(inner, keys, token, undo_timeout);
+            to_undo.in_background(inner, keys, token, kind, undo_timeout);
             return Err(closed);
         }
         if cancel.is_cancelled() {
-            to_undo.in_background(inner, keys, token, undo_timeout);
+            to_undo.in_background(inner, keys, token, kind, undo_timeout);
             return Err(aborted(&key_label, attempts));
         }
         let failure = match verdict {
@@ -234,23 +235,23 @@ pub(super) async fn acquire_from(
         match decide::next(verdict, worth_retrying, attempts, &bounds, Instant::now()) {
             Next::Retry => {}
             Next::GiveUp => {
-                to_undo.in_background(inner, keys, token, undo_timeout);
+                to_undo.in_background(inner, keys, token, kind, undo_timeout);
                 return Err(failure);
             }
             Next::TimedOut => {
-                to_undo.in_background(inner, keys, token, undo_timeout);
+                to_undo.in_background(inner, keys, token, kind, undo_timeout);
                 return Err(timed_out(failure, spec.wait_timeout));
             }
         }
         // Retrying: the undo lands before the next attempt (one node keeps its
         // token, so a late undo could delete the next attempt's key).
         let cut_short = tokio::select! {
-            _ = to_undo.land(inner, &keys, &token, undo_timeout) => None,
+            _ = to_undo.land(inner, &keys, &token, kind, undo_timeout) => None,
             _ = cancel.cancelled() => Some(true),
             _ = tokio::time::sleep_until(wait_until.into()) => Some(false),
         };
         if let Some(cancelled) = cut_short {
-            to_undo.in_background(inner, keys, token, undo_timeout);
+            to_undo.in_background(inner, keys, token, kind, undo_timeout);
             return Err(if cancelled {
                 aborted(&key_label, attempts)
             } else {

@@ -15,7 +15,8 @@ use crate::core::client::Client;
 use crate::core::error::LockError;
 use crate::core::keys::{self, CHANNEL_PREFIX};
 use crate::core::lock::Lock;
-use crate::core::lock_state::Answers;
+use crate::core::model::Answers;
+use crate::core::model::LockKind;
 use crate::core::ops::{self, acquire::Lease};
 use crate::core::quorum::Acquired;
 use crate::core::shared::Inner;
@@ -216,6 +217,7 @@ impl FastAcquire {
         let lock = inner.register(Won {
             keys,
             token,
+            kind: LockKind::of(request.permits),
             attempts: 1,
             started,
             spec: &request.spec,

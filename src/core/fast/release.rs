@@ -9,6 +9,7 @@ use crate::core::error::Result;
 use crate::core::keys::CHANNEL_PREFIX;
 use crate::core::lock::Lock;
 use crate::core::lock_state::LockState;
+use crate::core::model::LockKind;
 use crate::core::ops;
 use crate::core::shared::Inner;
 
@@ -26,9 +27,7 @@ pub struct FastRelease {
 /// lock's release hands the key to the next waiter in line, and a semaphore
 /// attempt on several nodes is undone by its own script (both on tokio).
 pub fn plain_release(lock: &Lock) -> bool {
-    let token = &lock.parts().0.token;
-    !token.starts_with(crate::core::node::FAIR_TOKEN)
-        && !crate::core::acquire::is_slot_attempt(token)
+    lock.parts().0.kind == LockKind::Plain
 }
 
 /// Starts releasing `lock`: `Err` with the answer when there is nothing to
