@@ -11,8 +11,8 @@ use futures_util::future::join_all;
 use crate::core::error::{LockError, NodeAnswer, Result};
 use crate::core::keys;
 use crate::core::lock::Lock;
-use crate::core::lock_state::{Answers, LockState, NewLock};
-use crate::core::model::Request;
+use crate::core::lock_state::{LockState, NewLock};
+use crate::core::model::{Answers, LockKind, Request};
 use crate::core::node::Renewal;
 use crate::core::quorum::{self, Renewed, Tally};
 use crate::core::shared::{lost, Inner};
@@ -99,6 +99,8 @@ pub(crate) async fn adopt(inner: &Arc<Inner>, request: Request, token: String) -
         id: inner.next_id.fetch_add(1, Ordering::Relaxed),
         keys,
         prefix_len: inner.cfg.key_prefix.len(),
+        // A foreign token: its kind is read from it, once.
+        kind: LockKind::of_token(&token),
         token,
         attempts: 1,
         deadline,
@@ -115,12 +117,7 @@ pub(crate) async fn adopt(inner: &Arc<Inner>, request: Request, token: String) -
     inner.stats.held.fetch_add(1, Ordering::Relaxed);
     inner.watchdog.start(inner);
     inner.watchdog.watch(state.clone());
-    let lock = Lock::new(state, inner.clone());
-    if inner.ensure_open().is_err() {
-        let _ = lock.release().await;
-        return Err(LockError::closed());
-    }
-    Ok(lock)
+    inner.unless_closed(Lock::new(state, inner.clone()))
 }
 
 #[cfg(test)]

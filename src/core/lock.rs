@@ -1,7 +1,6 @@
 //! The handle a caller holds: a [`Lock`] reads its [`LockState`] and sends
 //! releases and extensions through the client it came from.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,10 +28,7 @@ struct LockHandle {
 impl Drop for LockHandle {
     /// A lock nobody can reach any more is never renewed again; its keys expire by TTL.
     fn drop(&mut self) {
-        if self.state.end_released() {
-            self.inner.watchdog.unwatch(self.state.id);
-            self.inner.stats.held.fetch_sub(1, Ordering::Relaxed);
-        }
+        self.inner.let_go(&self.state);
     }
 }
 
@@ -134,16 +130,11 @@ impl Lock {
     pub async fn release(&self) -> Result<bool> {
         let state = self.state();
         let inner = &self.0.inner;
-        if !state.end_released() {
+        if !inner.let_go(state) {
             return Ok(false);
         }
-        inner.watchdog.unwatch(state.id);
-        inner.stats.held.fetch_sub(1, Ordering::Relaxed);
-        let out = inner.release_state(state).await;
-        if let Ok(true) = out {
-            inner.stats.released.fetch_add(1, Ordering::Relaxed);
-        }
-        out
+        let answers = inner.release_until_decided(state).await;
+        inner.released_by_caller(state, &answers)
     }
 
     /// Lets go of the lock without releasing it, for another client to
@@ -155,11 +146,9 @@ impl Lock {
         let state = self.state();
         let inner = &self.0.inner;
         let remaining = state.remaining();
-        if !state.is_held() || !state.end_released() {
+        if !state.is_held() || !inner.let_go(state) {
             return None;
         }
-        inner.watchdog.unwatch(state.id);
-        inner.stats.held.fetch_sub(1, Ordering::Relaxed);
         Some(HandOver {
             names: self.names(),
             token: state.token.clone(),

@@ -7,50 +7,14 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use crate::core::error::{LockError, NodeAnswer};
+use crate::core::error::LockError;
+use crate::core::model::{Answers, LockKind};
 use crate::core::sync;
 use crate::core::time::{from_us, ms_of, to_us, wait_until};
 
 const HELD: u8 = 0;
 const RELEASED: u8 = 1;
 const LOST: u8 = 2;
-
-/// Each node's answer to a lock's last operation (acquire, extend, release).
-/// A Redlock operation resolves at quorum: the nodes still out read
-/// [`NodeAnswer::Pending`] until they answer in the background.
-#[derive(Clone, Default)]
-pub struct Answers(Arc<Mutex<(u64, Vec<NodeAnswer>)>>);
-
-impl Answers {
-    /// The answers of an operation that heard from every node.
-    pub fn of(answers: Vec<NodeAnswer>) -> Answers {
-        let a = Answers::default();
-        a.start(answers);
-        a
-    }
-
-    /// Records a new operation's answers so far; returns its number.
-    pub fn start(&self, answers: Vec<NodeAnswer>) -> u64 {
-        let mut g = sync::lock(&self.0);
-        g.0 += 1;
-        g.1 = answers;
-        g.0
-    }
-
-    /// A late answer of node `i` to operation `op`; ignored once a later operation started.
-    pub fn late(&self, op: u64, i: usize, answer: NodeAnswer) {
-        let mut g = sync::lock(&self.0);
-        if g.0 == op {
-            if let Some(slot) = g.1.get_mut(i) {
-                *slot = answer;
-            }
-        }
-    }
-
-    pub fn get(&self) -> Vec<NodeAnswer> {
-        sync::lock(&self.0).1.clone()
-    }
-}
 
 /// Where a lock is in its life. Only `Held` can change, and only once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +31,8 @@ pub struct LockState {
     pub keys: Vec<String>,
     prefix_len: usize,
     pub token: String,
+    /// How its keys are given back (set where the token was made).
+    pub kind: LockKind,
     pub attempts: u32,
     /// The watchdog stops renewing at this instant (`maxHold`).
     pub hold_until: Option<Instant>,
@@ -103,6 +69,7 @@ pub struct NewLock {
     /// The length of the client's key prefix at the start of each key.
     pub prefix_len: usize,
     pub token: String,
+    pub kind: LockKind,
     pub attempts: u32,
     pub deadline: Instant,
     pub ttl: Duration,
@@ -123,6 +90,7 @@ impl LockState {
             keys: n.keys,
             prefix_len: n.prefix_len,
             token: n.token,
+            kind: n.kind,
             attempts: n.attempts,
             hold_until: n.hold_until,
             auto_renew: n.auto_renew,
@@ -295,6 +263,7 @@ mod tests {
             keys: vec!["k".into()],
             prefix_len: 0,
             token: "t".into(),
+            kind: LockKind::Plain,
             attempts: 1,
             deadline: now + valid_for,
             ttl: Duration::from_secs(1),
@@ -324,23 +293,5 @@ mod tests {
         assert!(!s.is_held(), "past its deadline a lock is not held");
         let s = state(Duration::from_secs(5));
         assert!(s.remaining() > Duration::from_secs(4));
-    }
-
-    #[test]
-    fn late_answers_fill_in_their_own_operation_only() {
-        let a = Answers::default();
-        let first = a.start(vec![NodeAnswer::Ok, NodeAnswer::Pending]);
-        a.late(first, 1, NodeAnswer::Held { pttl_ms: None });
-        assert_eq!(a.get()[1].kind(), "held");
-        let second = a.start(vec![NodeAnswer::Ok, NodeAnswer::Pending]);
-        a.late(first, 1, NodeAnswer::Timeout);
-        assert_eq!(
-            a.get()[1].kind(),
-            "pending",
-            "a late answer of an earlier operation"
-        );
-        a.late(second, 1, NodeAnswer::NotHeld);
-        a.late(second, 9, NodeAnswer::Ok);
-        assert_eq!(a.get()[1].kind(), "not-held");
     }
 }

@@ -256,30 +256,13 @@ fn settle(
 /// Extends `state`'s lease to `ttl` from now (same token) and makes `ttl`
 /// the lease the watchdog keeps renewing. Never recreates a missing key.
 pub async fn extend(inner: &Arc<Inner>, state: &Arc<LockState>, ttl: Duration) -> Result<()> {
-    let label = state.label();
-    inner.ensure_open()?;
-    match state.status() {
-        Status::Held => {}
-        Status::Released => return Err(lost(&label, "it was already released")),
-        Status::Lost => return Err(state.loss().unwrap_or_else(|| lost(&label, "it was lost"))),
-    }
-    let allowance = inner.cfg.drift_for(ttl);
-    if ttl <= allowance {
-        return Err(LockError::out_of_range(
-            "ttl",
-            &format!(
-                "longer than its clock-drift allowance ({} ms)",
-                allowance.as_millis()
-            ),
-            ttl.as_millis(),
-        ));
-    }
+    extendable(inner, state, ttl)?;
     // One PEXPIRE of this lock in flight at a time (see `LockState::lease_guard`).
     let _lease = state.lease_guard().await;
     if state.status() != Status::Held {
         return Err(state
             .loss()
-            .unwrap_or_else(|| lost(&label, "it was released")));
+            .unwrap_or_else(|| lost(&state.label(), "it was released")));
     }
     state.next_generation();
     let started = Instant::now();
@@ -303,6 +286,35 @@ pub async fn extend(inner: &Arc<Inner>, state: &Arc<LockState>, ttl: Duration) -
         }
     };
     extended(inner, state, &answers, started, ttl)
+}
+
+/// Whether `state` may be extended to `ttl` now (either driver asks before
+/// sending): the client is open, the lock held, and `ttl` longer than its
+/// clock-drift allowance; the error says why not.
+pub(crate) fn extendable(inner: &Inner, state: &LockState, ttl: Duration) -> Result<()> {
+    inner.ensure_open()?;
+    let label = || state.label();
+    match state.status() {
+        Status::Held => {}
+        Status::Released => return Err(lost(&label(), "it was already released")),
+        Status::Lost => {
+            return Err(state
+                .loss()
+                .unwrap_or_else(|| lost(&label(), "it was lost")))
+        }
+    }
+    let allowance = inner.cfg.drift_for(ttl);
+    if ttl <= allowance {
+        return Err(LockError::out_of_range(
+            "ttl",
+            &format!(
+                "longer than its clock-drift allowance ({} ms)",
+                allowance.as_millis()
+            ),
+            ttl.as_millis(),
+        ));
+    }
+    Ok(())
 }
 
 /// What a manual extension's answers (decided at quorum) mean: the new

@@ -15,7 +15,8 @@ use tokio::sync::Notify;
 use crate::core::broken;
 use crate::core::config::ClientConfig;
 use crate::core::error::{LockError, NodeAnswer, NodeReport, Result};
-use crate::core::lock_state::{Answers, LockState};
+use crate::core::lock_state::LockState;
+use crate::core::model::{Answers, LockKind};
 use crate::core::node::{Node, Renewal};
 use crate::core::quorum::fanout::{Call, FanOut};
 use crate::core::quorum::{self, Released, Tally};
@@ -123,6 +124,7 @@ impl Inner {
         self: &Arc<Self>,
         keys: Vec<String>,
         token: String,
+        kind: LockKind,
         nodes: Vec<usize>,
         timeout: Duration,
     ) {
@@ -135,7 +137,7 @@ impl Inner {
             join_all(
                 nodes
                     .iter()
-                    .map(|&i| inner.nodes[i].release(&keys, &token, timeout)),
+                    .map(|&i| inner.nodes[i].release(&keys, &token, kind, timeout)),
             )
             .await;
         });
@@ -189,6 +191,32 @@ impl Inner {
         }
     }
 
+    /// Ends `state` as released in this process, before anything is sent: the
+    /// watchdog stops renewing it and it no longer counts as held. False when
+    /// it had already ended (released, lost, handed over or dropped).
+    pub(crate) fn let_go(&self, state: &LockState) -> bool {
+        if !state.end_released() {
+            return false;
+        }
+        self.watchdog.unwatch(state.id);
+        self.stats.held.fetch_sub(1, Ordering::Relaxed);
+        true
+    }
+
+    /// The verdict of a caller's release (after [`Inner::let_go`]), counted
+    /// when it released the lock; either driver gathers the answers.
+    pub(crate) fn released_by_caller(
+        &self,
+        state: &LockState,
+        answers: &[NodeAnswer],
+    ) -> Result<bool> {
+        let out = self.release_verdict(state, answers);
+        if let Ok(true) = out {
+            self.stats.released.fetch_add(1, Ordering::Relaxed);
+        }
+        out
+    }
+
     /// Sends a token-checked release everywhere; the lock has already ended locally.
     /// Resolves once a quorum deleted our keys: on a minority of nodes the
     /// release may still be on its way (a background task `close()` awaits).
@@ -231,10 +259,14 @@ impl Inner {
         let timeout = self.cfg.command_timeout;
         let keys: Arc<[String]> = state.keys.clone().into();
         let token: Arc<str> = state.token.as_str().into();
+        let kind = state.kind;
         let calls = (0..self.nodes.len())
             .map(|i| -> Call<()> {
                 let (inner, keys, token) = (self.clone(), keys.clone(), token.clone());
-                Box::pin(async move { (inner.nodes[i].release(&keys, &token, timeout).await, ()) })
+                Box::pin(async move {
+                    let answer = inner.nodes[i].release(&keys, &token, kind, timeout).await;
+                    (answer, ())
+                })
             })
             .collect();
         let mut fan = FanOut::new(calls);

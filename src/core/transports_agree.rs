@@ -9,7 +9,7 @@ use redis::RedisError;
 
 use crate::core::error::NodeAnswer;
 use crate::core::fast::resp;
-use crate::core::lock_state::Answers;
+use crate::core::model::Answers;
 use crate::core::node::reply::answer_of;
 use crate::core::ops::permits::{self, SlotReply};
 use crate::core::ops::{acquire, extend, release, renew, Answer, Gather, Progress, Reply};

@@ -11,7 +11,7 @@ use super::permits::{attempt_permits, attempt_slots};
 use crate::core::broken;
 use crate::core::config::AcquireSpec;
 use crate::core::error::NodeAnswer;
-use crate::core::lock_state::Answers;
+use crate::core::model::Answers;
 use crate::core::model::{Attempt, Kind, Permits};
 use crate::core::node::Connection;
 use crate::core::ops;

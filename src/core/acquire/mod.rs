@@ -24,9 +24,7 @@ mod run;
 mod undo;
 
 // The model's types the fast path still names by their former paths.
-pub(crate) use crate::core::model::{
-    is_slot_attempt, Attempt, Judged, Request, Resume, SentUndo, Won,
-};
+pub(crate) use crate::core::model::{Attempt, Judged, Request, Resume, SentUndo, Won};
 
 /// Takes the lock (or permits) `request` asks for, waiting within its bounds.
 pub(crate) async fn acquire(

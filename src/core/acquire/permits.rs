@@ -14,7 +14,7 @@ use rand::Rng;
 
 use super::attempt::connect_first;
 use crate::core::config::AcquireSpec;
-use crate::core::lock_state::Answers;
+use crate::core::model::Answers;
 use crate::core::model::{writer_key, Attempt, Lease, Permits};
 use crate::core::quorum::slots::{slot_verdict, SlotReply};
 use crate::core::shared::Inner;

@@ -1,9 +1,11 @@
 //! Registering a won attempt as a held lock: the lock's state, its counters,
-//! and its place in the watchdog.
+//! and its place in the watchdog; a lock registered as `close()` ran is
+//! given back.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use crate::core::error::Result;
 use crate::core::lock::Lock;
 use crate::core::lock_state::{LockState, NewLock};
 use crate::core::model::Won;
@@ -17,17 +19,20 @@ impl Inner {
         let Won {
             keys,
             token,
+            kind,
             attempts,
             started,
             spec,
             attempt,
         } = won;
+        let (token, kind) = attempt.holder(token, kind);
         let drift = self.cfg.drift_for(spec.ttl);
         let state = Arc::new(LockState::new(NewLock {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             keys,
             prefix_len: self.cfg.key_prefix.len(),
             token,
+            kind,
             attempts,
             deadline: later(started, spec.ttl.saturating_sub(drift)),
             ttl: spec.ttl,
@@ -46,5 +51,18 @@ impl Inner {
         self.watchdog.start(self);
         self.watchdog.watch(state.clone());
         Lock::new(state, self.clone())
+    }
+
+    /// `lock`, just registered, or `ERR_LOCK_CLOSED` when `close()` ran while
+    /// it was being registered: it is then given back in the background
+    /// (which `close()` awaits), whichever driver took it.
+    pub(crate) fn unless_closed(self: &Arc<Self>, lock: Lock) -> Result<Lock> {
+        if let Err(closed) = self.ensure_open() {
+            self.in_background(async move {
+                let _ = lock.release().await;
+            });
+            return Err(closed);
+        }
+        Ok(lock)
     }
 }

@@ -19,7 +19,7 @@ use crate::core::broken;
 use crate::core::error::{LockError, Result};
 use crate::core::keys;
 use crate::core::lock::Lock;
-use crate::core::model::{self, Attempt, Judged, Request, Won};
+use crate::core::model::{self, Attempt, Judged, LockKind, Request, Won};
 use crate::core::ops::acquisition::decide::{self, Bounds, Next};
 use crate::core::ops::acquisition::failure::{
     aborted, attempt_failed, behind_earlier, timed_out, wait_passed,
@@ -55,6 +55,7 @@ pub(super) async fn acquire_from(
     let wait_until = began + spec.wait_timeout;
     let drift = inner.cfg.drift_for(spec.ttl);
     let n = inner.nodes.len();
+    let kind = LockKind::of(permits);
     let mut token = match &mut first {
         Some((t, _, _)) => std::mem::take(t),
         None => model::token(permits),
@@ -141,11 +142,11 @@ pub(super) async fn acquire_from(
             tokio::select! {
                 attempt = attempt_for(inner, permits, &script_keys, keys.len(), &token, &spec) => (attempt, None),
                 _ = cancel.cancelled() => {
-                    inner.undo_in_background(keys, token, every_node, undo_timeout);
+                    inner.undo_in_background(keys, token, kind, every_node, undo_timeout);
                     return Err(aborted(&key_label, attempts));
                 }
                 _ = tokio::time::sleep_until(wait_until.into()), if wait_bounds_attempts => {
-                    inner.undo_in_background(keys, token, every_node, undo_timeout);
+                    inner.undo_in_background(keys, token, kind, every_node, undo_timeout);
                     return Err(wait_passed(last_failure, &key_label, attempts, spec.wait_timeout));
                 }
             }
@@ -172,10 +173,10 @@ pub(super) async fn acquire_from(
             }
         };
         if verdict == Acquired::Won && !cancel.is_cancelled() && inner.ensure_open().is_ok() {
-            let token = attempt.member.clone().unwrap_or(token);
             let lock = inner.register(Won {
                 keys,
                 token,
+                kind,
                 attempts,
                 started,
                 spec: &spec,
@@ -184,23 +185,18 @@ pub(super) async fn acquire_from(
             if let Some(line) = line.as_mut() {
                 line.taken();
             }
-            if inner.ensure_open().is_err() {
-                // close() ran while this lock was being registered: give it back.
-                let _ = lock.release().await;
-                return Err(LockError::closed());
-            }
-            return Ok(lock);
+            return inner.unless_closed(lock);
         }
         if t.held > 0 {
             inner.stats.contended.fetch_add(1, Ordering::Relaxed);
         }
         let mut to_undo = Undo::of(&attempt, sent_undo);
         if let Err(closed) = inner.ensure_open() {
-            to_undo.in_background(inner, keys, token, undo_timeout);
+            to_undo.in_background(inner, keys, token, kind, undo_timeout);
             return Err(closed);
         }
         if cancel.is_cancelled() {
-            to_undo.in_background(inner, keys, token, undo_timeout);
+            to_undo.in_background(inner, keys, token, kind, undo_timeout);
             return Err(aborted(&key_label, attempts));
         }
         let failure = attempt_failed(
@@ -216,23 +212,23 @@ pub(super) async fn acquire_from(
         match decide::next(verdict, worth_retrying, attempts, &bounds, Instant::now()) {
             Next::Retry => {}
             Next::GiveUp => {
-                to_undo.in_background(inner, keys, token, undo_timeout);
+                to_undo.in_background(inner, keys, token, kind, undo_timeout);
                 return Err(failure);
             }
             Next::TimedOut => {
-                to_undo.in_background(inner, keys, token, undo_timeout);
+                to_undo.in_background(inner, keys, token, kind, undo_timeout);
                 return Err(timed_out(failure, spec.wait_timeout));
             }
         }
         // Retrying: the undo lands before the next attempt (one node keeps its
         // token, so a late undo could delete the next attempt's key).
         let cut_short = tokio::select! {
-            _ = to_undo.land(inner, &keys, &token, undo_timeout) => None,
+            _ = to_undo.land(inner, &keys, &token, kind, undo_timeout) => None,
             _ = cancel.cancelled() => Some(true),
             _ = tokio::time::sleep_until(wait_until.into()) => Some(false),
         };
         if let Some(cancelled) = cut_short {
-            to_undo.in_background(inner, keys, token, undo_timeout);
+            to_undo.in_background(inner, keys, token, kind, undo_timeout);
             return Err(if cancelled {
                 aborted(&key_label, attempts)
             } else {

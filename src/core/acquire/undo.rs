@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 
-use crate::core::model::{Attempt, SentUndo};
+use crate::core::model::{Attempt, LockKind, SentUndo};
 use crate::core::shared::Inner;
 
 /// An attempt's undo.
@@ -56,10 +56,11 @@ impl Undo {
         inner: &Inner,
         keys: &[String],
         token: &str,
+        kind: LockKind,
         timeout: Duration,
     ) {
         let nodes = self.landed(timeout).await;
-        release(inner, keys, token, nodes, timeout).await;
+        release(inner, keys, token, kind, nodes, timeout).await;
         *self = Undo::Due(Vec::new());
     }
 
@@ -69,15 +70,16 @@ impl Undo {
         inner: &Arc<Inner>,
         keys: Vec<String>,
         token: String,
+        kind: LockKind,
         timeout: Duration,
     ) {
         match self {
-            Undo::Due(nodes) => inner.undo_in_background(keys, token, nodes, timeout),
+            Undo::Due(nodes) => inner.undo_in_background(keys, token, kind, nodes, timeout),
             Undo::Sent(sent) => {
                 let inner2 = inner.clone();
                 inner.in_background(async move {
                     let mut undo = Undo::Sent(sent);
-                    undo.land(&inner2, &keys, &token, timeout).await;
+                    undo.land(&inner2, &keys, &token, kind, timeout).await;
                 });
             }
         }
@@ -85,11 +87,18 @@ impl Undo {
 }
 
 /// Token-checked release of an attempt's keys on `nodes` (see [`Attempt::to_undo`]).
-async fn release(inner: &Inner, keys: &[String], token: &str, nodes: &[usize], timeout: Duration) {
+async fn release(
+    inner: &Inner,
+    keys: &[String],
+    token: &str,
+    kind: LockKind,
+    nodes: &[usize],
+    timeout: Duration,
+) {
     join_all(
         nodes
             .iter()
-            .map(|&i| inner.nodes[i].release(keys, token, timeout)),
+            .map(|&i| inner.nodes[i].release(keys, token, kind, timeout)),
     )
     .await;
 }

@@ -10,6 +10,7 @@ use futures_util::future::join_all;
 use super::Client;
 use crate::core::error::{NodeAnswer, NodeReport, Result};
 use crate::core::keys::{self, fence_key, lock_keys};
+use crate::core::model::LockKind;
 use crate::core::quorum::{self, Released, Tally};
 use crate::core::semaphore;
 use crate::core::shared::Inner;
@@ -48,7 +49,15 @@ pub(super) async fn release_token(
 ) -> Result<TokenRelease> {
     let keys = keys::prefixed(&inner.cfg.key_prefix, names);
     let timeout = inner.cfg.command_timeout;
-    let answers = join_all(inner.nodes.iter().map(|n| n.release(&keys, token, timeout))).await;
+    // A foreign token: its kind is read from it, once.
+    let kind = LockKind::of_token(token);
+    let answers = join_all(
+        inner
+            .nodes
+            .iter()
+            .map(|n| n.release(&keys, token, kind, timeout)),
+    )
+    .await;
     inner.report_faults(&answers);
     Ok(TokenRelease {
         released: quorum::released(&Tally::of(&answers)) == Released::Released,

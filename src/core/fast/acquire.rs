@@ -15,7 +15,8 @@ use crate::core::client::Client;
 use crate::core::error::LockError;
 use crate::core::keys::{self, CHANNEL_PREFIX};
 use crate::core::lock::Lock;
-use crate::core::lock_state::Answers;
+use crate::core::model::Answers;
+use crate::core::model::LockKind;
 use crate::core::ops::{self, acquire::Lease};
 use crate::core::quorum::Acquired;
 use crate::core::shared::Inner;
@@ -46,7 +47,7 @@ pub fn fast_acquire(
         return Err(request);
     }
     let script_keys = keys::script_keys(&keys, inner.cfg.fencing);
-    let token = uuid::Uuid::new_v4().to_string();
+    let token = crate::core::model::token(request.permits);
     let spec = &request.spec;
     let packed = packed(&ops::acquire::call(
         &script_keys,
@@ -216,20 +217,16 @@ impl FastAcquire {
         let lock = inner.register(Won {
             keys,
             token,
+            kind: LockKind::of(request.permits),
             attempts: 1,
             started,
             spec: &request.spec,
             attempt: &attempt,
         });
-        if inner.ensure_open().is_err() {
-            // close() ran while this lock was being registered: give it back.
-            let back = lock.clone();
-            inner.in_background(async move {
-                let _ = back.release().await;
-            });
-            return Some(Outcome::Failed(LockError::closed()));
-        }
-        Some(Outcome::Won(lock))
+        Some(match inner.unless_closed(lock) {
+            Ok(lock) => Outcome::Won(lock),
+            Err(closed) => Outcome::Failed(closed),
+        })
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use super::{packed, Decided, Late, Packed, Reply};
 use crate::core::error::Result;
 use crate::core::lock::Lock;
-use crate::core::lock_state::{LockState, Status};
+use crate::core::lock_state::LockState;
 use crate::core::ops;
 use crate::core::renew;
 use crate::core::shared::Inner;
@@ -33,11 +33,7 @@ pub struct FastExtend {
 pub fn fast_extend(lock: &Lock, ttl: Duration, now: Instant) -> Option<FastExtend> {
     let (state, inner) = lock.parts();
     let single_acked = state.wait_replicas.is_some() && inner.nodes.len() == 1;
-    if inner.ensure_open().is_err()
-        || state.status() != Status::Held
-        || ttl <= inner.cfg.drift_for(ttl)
-        || single_acked
-    {
+    if single_acked || renew::extendable(inner, state, ttl).is_err() {
         return None;
     }
     let lease = state.try_lease_guard()?;

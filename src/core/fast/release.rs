@@ -1,7 +1,6 @@
 //! A release on the fast path: `ops::release` fed the replies as the JS
 //! thread's loop reads them.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,6 +9,7 @@ use crate::core::error::Result;
 use crate::core::keys::CHANNEL_PREFIX;
 use crate::core::lock::Lock;
 use crate::core::lock_state::LockState;
+use crate::core::model::LockKind;
 use crate::core::ops;
 use crate::core::shared::Inner;
 
@@ -27,20 +27,16 @@ pub struct FastRelease {
 /// lock's release hands the key to the next waiter in line, and a semaphore
 /// attempt on several nodes is undone by its own script (both on tokio).
 pub fn plain_release(lock: &Lock) -> bool {
-    let token = &lock.parts().0.token;
-    !token.starts_with(crate::core::node::FAIR_TOKEN)
-        && !crate::core::acquire::is_slot_attempt(token)
+    lock.parts().0.kind == LockKind::Plain
 }
 
 /// Starts releasing `lock`: `Err` with the answer when there is nothing to
 /// send (it had already ended), as on tokio.
 pub fn fast_release(lock: &Lock) -> std::result::Result<FastRelease, bool> {
     let (state, inner) = lock.parts();
-    if !state.end_released() {
+    if !inner.let_go(state) {
         return Err(false);
     }
-    inner.watchdog.unwatch(state.id);
-    inner.stats.held.fetch_sub(1, Ordering::Relaxed);
     let packed = packed(&ops::release::call(
         &state.keys,
         &state.token,
@@ -73,10 +69,6 @@ impl Decided for FastRelease {
 
     fn answer(&mut self, i: usize, reply: Reply) -> Option<Result<bool>> {
         let answers = self.late.follow(self.op.on_reply(i, reply))?;
-        let out = self.inner.release_verdict(&self.state, &answers);
-        if let Ok(true) = out {
-            self.inner.stats.released.fetch_add(1, Ordering::Relaxed);
-        }
-        Some(out)
+        Some(self.inner.released_by_caller(&self.state, &answers))
     }
 }

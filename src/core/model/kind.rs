@@ -1,5 +1,7 @@
 //! What an acquisition takes: a plain lock (no permits), or permits of a
 //! semaphore, a read-write lock or a fair line, and the token that says so.
+//! The [`LockKind`] decided here is kept in the lock's state: this process
+//! never parses its own tokens to know how to give a lock back.
 //! The token carries the permits it holds (`<permits>:<uuid>`), so the shared
 //! renewal and release scripts need nothing else to know about it.
 
@@ -65,8 +67,48 @@ pub const MAX_LIMIT: u32 = 100_000;
 /// How many readers a read-write lock admits at once; its writer takes them all.
 pub const READERS: u32 = 10_000;
 
-/// A fair lock's tokens start with this, so its release hands the key on.
-pub const FAIR_TOKEN: &str = "f:";
+/// A fair lock's tokens start with this, so another process releasing it
+/// by token hands the key on.
+const FAIR_TOKEN: &str = "f:";
+
+/// How a lock's keys are given back, fixed where its token is made (the
+/// token says the same to other processes; this one keeps the kind and
+/// never reads it back out of its own tokens).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockKind {
+    /// A lock, or permits of a semaphore or read-write lock (fair or not):
+    /// the shared release script deletes the key or the holder's member.
+    Plain,
+    /// A fair lock: its release hands the key to the next waiter in line.
+    Fair,
+    /// An attempt at a semaphore on several nodes, undone by its UUID
+    /// whatever slots each node granted (the holder then keeps the member
+    /// naming its slots, a [`LockKind::Plain`] token).
+    SlotAttempt,
+}
+
+impl LockKind {
+    /// The kind of an attempt at `permits` (`None`: a plain lock).
+    pub fn of(permits: Option<Permits>) -> LockKind {
+        match permits.map(|p| p.kind) {
+            Some(Kind::Fair) => LockKind::Fair,
+            Some(Kind::Slots) => LockKind::SlotAttempt,
+            _ => LockKind::Plain,
+        }
+    }
+
+    /// The kind of a token that came from elsewhere (`adopt`,
+    /// `releaseToken`), read once from the prefix [`token`] gave it.
+    pub fn of_token(token: &str) -> LockKind {
+        if is_slot_attempt(token) {
+            LockKind::SlotAttempt
+        } else if token.starts_with(FAIR_TOKEN) {
+            LockKind::Fair
+        } else {
+            LockKind::Plain
+        }
+    }
+}
 
 /// Checks a semaphore's `limit` and the `permits` one acquisition asks for.
 pub fn check_permits(limit: u32, permits: u32) -> Result<Permits> {
@@ -132,7 +174,7 @@ pub fn token(permits: Option<Permits>) -> String {
 
 /// Whether `token` is an attempt at a semaphore on several nodes (undone by
 /// the attempt's UUID, whatever slots each node granted).
-pub fn is_slot_attempt(token: &str) -> bool {
+fn is_slot_attempt(token: &str) -> bool {
     token
         .split_once(":*:")
         .is_some_and(|(p, _)| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
@@ -189,19 +231,46 @@ mod tests {
         assert!(!is_slot_attempt(""));
     }
 
+    const EVERY_KIND: [Kind; 6] = [
+        Kind::Semaphore,
+        Kind::Read,
+        Kind::Write,
+        Kind::Fair,
+        Kind::Slots,
+        Kind::FairPermits,
+    ];
+
+    #[test]
+    fn the_lock_kind_comes_from_what_is_taken() {
+        assert_eq!(LockKind::of(None), LockKind::Plain);
+        assert_eq!(LockKind::of(Some(fair_permits())), LockKind::Fair);
+        assert_eq!(
+            LockKind::of(Some(sem(5, 2, Kind::Slots))),
+            LockKind::SlotAttempt
+        );
+        for k in [Kind::Semaphore, Kind::Read, Kind::Write, Kind::FairPermits] {
+            assert_eq!(LockKind::of(Some(sem(3, 1, k))), LockKind::Plain, "{k:?}");
+        }
+    }
+
+    #[test]
+    fn a_token_from_elsewhere_reads_as_the_kind_it_was_made_for() {
+        assert_eq!(LockKind::of_token(&token(None)), LockKind::Plain);
+        for k in EVERY_KIND {
+            let p = Some(sem(3, 2, k));
+            assert_eq!(LockKind::of_token(&token(p)), LockKind::of(p), "{k:?}");
+        }
+        // A Redlock semaphore's holder keeps the member naming its slots.
+        assert_eq!(LockKind::of_token("2:0.3:uuid"), LockKind::Plain);
+        assert_eq!(LockKind::of_token("someone else's value"), LockKind::Plain);
+    }
+
     #[test]
     fn each_kind_has_its_script_code() {
-        let codes: Vec<&str> = [
-            Kind::Semaphore,
-            Kind::Read,
-            Kind::Write,
-            Kind::Fair,
-            Kind::Slots,
-            Kind::FairPermits,
-        ]
-        .iter()
-        .map(|&k| sem(1, 1, k).kind_code())
-        .collect();
+        let codes: Vec<&str> = EVERY_KIND
+            .iter()
+            .map(|&k| sem(1, 1, k).kind_code())
+            .collect();
         assert_eq!(codes, ["s", "r", "w", "f", "s", "q"]);
     }
 

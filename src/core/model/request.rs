@@ -7,10 +7,10 @@ use std::time::Instant;
 
 use tokio::sync::oneshot;
 
-use super::Permits;
+use super::{LockKind, Permits};
 use crate::core::config::AcquireSpec;
 use crate::core::error::NodeAnswer;
-use crate::core::lock_state::Answers;
+use crate::core::model::Answers;
 use crate::core::quorum::Acquired;
 use crate::core::waiters::Arrival;
 
@@ -79,6 +79,16 @@ impl Attempt {
             })
             .collect()
     }
+
+    /// The token the holder of a won attempt keeps, and its kind, from the
+    /// attempt's: a semaphore on several nodes keeps the member naming the
+    /// slots a quorum granted, released like any permits.
+    pub(crate) fn holder(&self, token: String, kind: LockKind) -> (String, LockKind) {
+        match &self.member {
+            Some(member) => (member.clone(), LockKind::Plain),
+            None => (token, kind),
+        }
+    }
 }
 
 /// A first attempt made elsewhere (the fast path) that did not take the lock:
@@ -112,7 +122,9 @@ pub(crate) struct SentUndo {
 /// What a won attempt registers.
 pub(crate) struct Won<'a> {
     pub keys: Vec<String>,
+    /// The attempt's token and kind (see [`Attempt::holder`]).
     pub token: String,
+    pub kind: LockKind,
     pub attempts: u32,
     pub started: Instant,
     pub spec: &'a AcquireSpec,
@@ -157,6 +169,22 @@ mod tests {
         );
         a.stray = vec![true, false];
         assert_eq!(a.to_undo(), [0]);
+    }
+
+    #[test]
+    fn a_slot_attempts_holder_keeps_its_member_as_a_plain_token() {
+        let mut a = attempt(vec![NodeAnswer::Ok], vec![true]);
+        let mine = || ("2:*:u".to_string(), LockKind::SlotAttempt);
+        assert_eq!(
+            a.holder(mine().0, mine().1),
+            mine(),
+            "no member: as attempted"
+        );
+        a.member = Some("2:0.3:u".into());
+        assert_eq!(
+            a.holder(mine().0, mine().1),
+            ("2:0.3:u".to_string(), LockKind::Plain)
+        );
     }
 
     #[test]

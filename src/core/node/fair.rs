@@ -11,8 +11,6 @@ use crate::core::model::FairLease;
 use crate::core::ops::permits;
 use crate::core::scripts;
 
-pub use crate::core::model::FAIR_TOKEN;
-
 /// A fair lock's line: a list of waiting tokens beside `key`, in its hash slot.
 pub fn lock_line(key: &str) -> String {
     crate::core::model::line_keys(key)[0].clone()

@@ -35,7 +35,6 @@ use crate::core::sync;
 
 pub use crate::core::ops::permits::SlotReply;
 pub use crate::core::ops::renew::Renewal;
-pub use fair::FAIR_TOKEN;
 pub use notices::NoticeSink;
 pub use sentinel::MasterConnection;
 

@@ -26,7 +26,7 @@ use super::{acked, fair, notices, permits, renewals, Connection, Node};
 use crate::core::broken;
 use crate::core::error::NodeAnswer;
 use crate::core::keys::CHANNEL_PREFIX;
-use crate::core::model::{FairLease, Lease, Permits};
+use crate::core::model::{FairLease, Lease, LockKind, Permits};
 use crate::core::ops::permits::SlotReply;
 use crate::core::ops::{self, renew::Renewal, Answer, Reply};
 use crate::core::scripts::{self, Call};
@@ -48,8 +48,15 @@ impl Node {
         ops::acquire::answer(self.run(con, &call, timeout).await)
     }
 
-    pub async fn release(&self, keys: &[String], token: &str, timeout: Duration) -> NodeAnswer {
-        if let ([key], true) = (keys, crate::core::model::is_slot_attempt(token)) {
+    /// Releases what `token` holds at `keys`, as its `kind` is given back.
+    pub async fn release(
+        &self,
+        keys: &[String],
+        token: &str,
+        kind: LockKind,
+        timeout: Duration,
+    ) -> NodeAnswer {
+        if let ([key], LockKind::SlotAttempt) = (keys, kind) {
             // An attempt at a semaphore on several nodes: its members name slots.
             return self.undo_slots(key, token, "", timeout).await;
         }
@@ -63,7 +70,7 @@ impl Node {
                 Err(answer) => answer,
             };
         }
-        if let ([key], true) = (keys, token.starts_with(super::FAIR_TOKEN)) {
+        if let ([key], LockKind::Fair) = (keys, kind) {
             return self.release_fair(key, token, false, timeout).await;
         }
         // A cluster would broadcast every notice to all its nodes, and its

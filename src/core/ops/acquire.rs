@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::gather::{Gather, Progress};
 use super::reply::{unexpected, Answer};
 use crate::core::error::NodeAnswer;
-use crate::core::lock_state::Answers;
+use crate::core::model::Answers;
 use crate::core::quorum::{self, Acquired, Tally};
 use crate::core::scripts::{self, Call};
 

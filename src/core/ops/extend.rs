@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use super::gather::{Gather, Progress};
 use super::reply::{counted, Answer};
 use crate::core::error::NodeAnswer;
-use crate::core::lock_state::Answers;
+use crate::core::model::Answers;
 use crate::core::quorum::{self, Renewed, Tally};
 use crate::core::scripts::{self, Call};
 use crate::core::time::later;

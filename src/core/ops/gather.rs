@@ -6,7 +6,7 @@
 //! [`Replies`], as the tokio fan-out keeps them.
 
 use crate::core::error::NodeAnswer;
-use crate::core::lock_state::Answers;
+use crate::core::model::Answers;
 use crate::core::quorum::{Replies, Tally};
 
 /// One operation's answers so far, and what else each node returned.

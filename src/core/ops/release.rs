@@ -4,7 +4,7 @@
 use super::gather::{Gather, Progress};
 use super::reply::{counted, Answer};
 use crate::core::error::NodeAnswer;
-use crate::core::lock_state::Answers;
+use crate::core::model::Answers;
 use crate::core::quorum::{self, Released, Tally};
 use crate::core::scripts::{self, Call};
 

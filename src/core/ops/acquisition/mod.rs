@@ -40,7 +40,7 @@ use self::failure::{aborted, wait_passed};
 use super::acquire::Acquire;
 use super::reply::Answer;
 use crate::core::error::{LockError, NodeAnswer};
-use crate::core::lock_state::Answers;
+use crate::core::model::Answers;
 
 enum Phase {
     /// Attempt `n`, sent at `started`; `out[i]`: node `i` has not answered;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::super::acquire::Lease;
 use crate::core::error::{LockError, NodeAnswer};
-use crate::core::lock_state::Answers;
+use crate::core::model::Answers;
 use crate::core::scripts::Call;
 
 /// What an acquisition is asked to do; fixed for its whole life.

@@ -10,7 +10,7 @@ use super::failure::{attempt_failed, timed_out, wait_passed};
 use super::{Acquisition, Event, Outcome, Phase, Purpose, Transmit, Won};
 use crate::core::error::{LockError, NodeAnswer, NodeReport};
 use crate::core::keys::CHANNEL_PREFIX;
-use crate::core::lock_state::Answers;
+use crate::core::model::Answers;
 use crate::core::ops::acquire::{self, Acquire};
 use crate::core::ops::gather::Progress;
 use crate::core::ops::release;
