@@ -7,7 +7,7 @@ use crate::binding::fast;
 use crate::binding::settle::settle_later;
 use crate::core::config::lease_millis;
 use crate::core::lock::Status;
-use crate::core::{ErrorCode, Lock, LockError};
+use crate::core::Lock;
 
 /// What a handed-over lock gives the client that continues it with `adopt`.
 #[napi(object)]
@@ -128,17 +128,7 @@ impl NativeLock {
     /// (`ERR_LOCK_LOST`) at each read, or null.
     #[napi(getter, ts_return_type = "Error | null")]
     pub fn loss(&self) -> Option<ErrorObject> {
-        let loss = self.lock.loss().or_else(|| {
-            let expired = self.lock.status() == Status::Held && !self.lock.is_held();
-            let name = self.lock.name();
-            expired.then(|| {
-                LockError::new(
-                    ErrorCode::Lost,
-                    format!("lock \"{name}\" was lost: its validity ran out"),
-                )
-                .with_key(name)
-            })
-        });
+        let loss = self.lock.loss_now();
         loss.map(ErrorObject)
     }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::core::error::{LockError, NodeReport, Result};
+use crate::core::error::{ErrorCode, LockError, NodeReport, Result};
 use crate::core::lock_state::LockState;
 pub use crate::core::lock_state::Status;
 use crate::core::shared::Inner;
@@ -118,6 +118,22 @@ impl Lock {
     /// Why the lock was lost, if it was.
     pub fn loss(&self) -> Option<LockError> {
         self.state().loss()
+    }
+
+    /// Why the lock is lost, also while its validity ran out before the
+    /// watchdog recorded the loss (status still `Held`, no longer held).
+    pub fn loss_now(&self) -> Option<LockError> {
+        self.loss().or_else(|| {
+            let expired = self.status() == Status::Held && !self.is_held();
+            let name = self.name();
+            expired.then(|| {
+                LockError::new(
+                    ErrorCode::Lost,
+                    format!("lock \"{name}\" was lost: its validity ran out"),
+                )
+                .with_key(name)
+            })
+        })
     }
 
     /// Completes when the lock is released or lost.
