@@ -529,7 +529,9 @@ compat('single instance', [
         // The waiter's lock expires at start + duration, counted from before its
         // first attempt: it comes back expired, its signal aborts at once, and its
         // release finds the key gone.
-        assert.equal(warned.length, 1, `one negative extension delay: ${warned}`)
+        // (Node warns of a negative delay from Node 23 on.)
+        const warns = Number(process.versions.node.split('.')[0]) >= 23 ? 1 : 0
+        assert.equal(warned.length, warns, `negative extension delays: ${warned}`)
         assert.deepEqual(aborts, [false, true])
         assert.equal(second.status, 'rejected')
         assert.ok(second.reason instanceof ExecutionError)
