@@ -111,3 +111,47 @@ test('a new Redlock per round serves two same-tick `using` calls in call order',
   }
   assert.deepEqual(orders, Array(ROUNDS).fill('1,2'))
 })
+
+// One lock's operations go out in call order too: an extend called before a
+// release ran first on Redis, so it resolves as Redis answered it (renewed),
+// and the release that follows it deletes the key.
+for (const [label, fast] of [['fast path on', true], ['LOCKDOG_FAST_PATH=0', false]]) {
+  test(`an extend in flight when release is called resolves as the nodes answered it (${label})`, async () => {
+    const client = lockClient(fast, { url: server.url })
+    const redis = new Redis({ host: '127.0.0.1', port: server.port })
+    try {
+      for (let r = 0; r < ROUNDS; r++) {
+        const key = `order:extend-release:${label}:${r}`
+        const lock = await client.acquire(key, { ttl: 2000, autoRenew: false })
+        const [extended, released] = await Promise.allSettled([lock.extend(5000), lock.release()])
+        assert.deepEqual(extended, { status: 'fulfilled', value: undefined })
+        assert.deepEqual(released, { status: 'fulfilled', value: true })
+        assert.equal(await redis.exists(key), 0)
+        assert.equal(lock.status, 'released')
+        await assert.rejects(lock.extend(5000), { code: 'ERR_LOCK_LOST' })
+      }
+    } finally {
+      redis.disconnect()
+      await client.close()
+    }
+  })
+}
+
+test('redlock drop-in: an extend then a release in one tick both resolve, as with redlock', async () => {
+  const redis = new Redis({ host: '127.0.0.1', port: server.port })
+  const redlock = new Redlock([redis], { retryCount: 2, retryDelay: 50 })
+  const errors = []
+  redlock.on('error', (e) => errors.push(e))
+  try {
+    for (let r = 0; r < ROUNDS; r++) {
+      const lock = await redlock.acquire([`order:redlock-extend:${r}`], 2000)
+      const [extended, released] = await Promise.all([lock.extend(2000), lock.release()])
+      assert.equal(extended.value, lock.value)
+      assert.equal(released.attempts.length, 1)
+      assert.equal(await redis.exists(`order:redlock-extend:${r}`), 0)
+    }
+    assert.deepEqual(errors, [])
+  } finally {
+    await redlock.quit()
+  }
+})

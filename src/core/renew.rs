@@ -327,6 +327,17 @@ pub(crate) fn extended(
     ttl: Duration,
 ) -> Result<()> {
     inner.report_faults(answers);
+    if state.status() == Status::Released {
+        // Sent before the caller released the lock (one connection keeps the
+        // order): the nodes ran it first, so it stands as they answered it,
+        // and the lock stays released.
+        let drift = inner.cfg.drift_for(ttl);
+        let (verdict, _) = ops::extend::verdict(answers, started, ttl, drift, Instant::now());
+        return match verdict {
+            Renewed::Renewed => Ok(()),
+            _ => Err(lost(&state.label(), "it was released")),
+        };
+    }
     settle(inner, state, answers, started, ttl, Lease::Extension)?;
     let every = state
         .renew_every()
