@@ -46,5 +46,5 @@ pub use client::{Client, Inspection, WeakClient};
 pub use config::{AcquireOptions, ClientConfig, NodeSpec};
 pub use error::{ErrorCode, Fault, LockError, NodeAnswer, NodeReport};
 pub use lock::Lock;
-pub use model::{Permits, Request, Resume};
+pub use model::{Permits, Request};
 pub use shared::{Event, EventHook};

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use futures_util::stream::StreamExt;
 use tokio::sync::Notify;
 
 use crate::core::broken;
@@ -17,8 +16,9 @@ use crate::core::config::ClientConfig;
 use crate::core::error::{LockError, NodeAnswer, NodeReport, Result};
 use crate::core::lock_state::LockState;
 use crate::core::model::{Answers, LockKind};
+use crate::core::node::collect::{Call, Collect};
 use crate::core::node::{Node, Renewal};
-use crate::core::quorum::fanout::{Call, FanOut};
+use crate::core::ops::gather::Gather;
 use crate::core::quorum::{self, Released, Tally};
 use crate::core::stats::Stats;
 use crate::core::time::{later, wait_until};
@@ -225,28 +225,17 @@ impl Inner {
         self.release_verdict(state, &answers)
     }
 
-    /// Hands the nodes of `fan` still out to a background task, which
-    /// reports their faults as they come and records each answer in
-    /// `record` (the answers of operation `op`).
-    pub fn finish_in_background<T: Send + 'static>(
-        self: &Arc<Self>,
-        fan: FanOut<T>,
-        record: Option<(Answers, u64)>,
-    ) {
-        let mut rest = fan.into_rest();
-        if rest.is_empty() {
+    /// Hands the nodes of `collect` still out to a background task, which
+    /// reports their faults as they come and records their answers late.
+    pub fn finish_in_background<T: Send + 'static>(self: &Arc<Self>, collect: Collect<T>) {
+        if collect.all_in() {
             return;
         }
         let reporter = self.clone();
         self.in_background(async move {
-            while let Some((i, (answer, _))) = rest.next().await {
-                if answer.is_fault() {
-                    reporter.report_fault(&reporter.nodes[i], &answer);
-                }
-                if let Some((record, op)) = &record {
-                    record.late(*op, i, answer);
-                }
-            }
+            collect
+                .finish(|i, answer| reporter.report_fault(&reporter.nodes[i], answer))
+                .await;
         });
     }
 
@@ -269,11 +258,9 @@ impl Inner {
                 })
             })
             .collect();
-        let mut fan = FanOut::new(calls);
-        fan.until(Tally::agreed).await;
-        let answers = fan.answers();
-        let op = state.answers.start(answers.clone());
-        self.finish_in_background(fan, Some((state.answers.clone(), op)));
+        let mut collect = Collect::new(calls, Some(state.answers.clone()));
+        let answers = collect.until(Gather::at_quorum).await;
+        self.finish_in_background(collect);
         answers
     }
 
@@ -302,11 +289,9 @@ impl Inner {
                 })
             })
             .collect();
-        let mut fan = FanOut::new(calls);
-        fan.until(Tally::agreed).await;
-        let answers = fan.answers();
-        let op = record.start(answers.clone());
-        self.finish_in_background(fan, Some((record.clone(), op)));
+        let mut collect = Collect::new(calls, Some(record.clone()));
+        let answers = collect.until(Gather::at_quorum).await;
+        self.finish_in_background(collect);
         answers
     }
 

@@ -2,7 +2,8 @@
 //! every node's connection and settles its promise in the poll callback
 //! that reads the deciding reply.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,7 +18,9 @@ use super::reactor::Reactor;
 use crate::binding::errors::{to_napi, JsResult};
 use crate::binding::lock::NativeLock;
 use crate::binding::settle::{self, Deferred};
-use crate::core::fast::{self, Outcome};
+use crate::core::error::NodeAnswer;
+use crate::core::fast;
+use crate::core::ops::acquisition::Purpose;
 use crate::core::{self as core, Lock, Request};
 
 /// Settles at once, or after the events the operation reported.
@@ -62,7 +65,8 @@ pub(super) fn fan_out<Op: 'static>(
     r.arm_for(deadline);
 }
 
-/// A first acquire attempt on the fast path; the request back when it cannot take it.
+/// A plain lock's acquisition driven on the JS thread; the request back when
+/// this driver does not take it.
 pub fn acquire<'env>(
     env: &'env Env,
     client: &core::Client,
@@ -79,69 +83,96 @@ pub fn acquire<'env>(
         return Err(request);
     };
     let mut op = fast::fast_acquire(client, request)?;
-    let cmd = op.packed.clone();
-    let timeout = op.timeout;
-    let client = client.clone();
-    let mut deferred = Some(deferred);
-    let undo_conns = conns.clone();
-    op.sending(Instant::now());
-    let settle_op = move |op: &mut fast::FastAcquire, i: usize, reply: fast::Reply| {
-        let Some(outcome) = op.answer(i, reply, Instant::now()) else {
-            return;
-        };
-        let Some(deferred) = deferred.take() else {
-            return;
-        };
-        match outcome {
-            Outcome::Won(lock) => {
-                let faulted = op.faulted();
-                finish(raw_env, deferred, Ok(NativeLock { lock }), faulted);
+    let first = op.sends();
+    let driving = Rc::new(Driving {
+        op: RefCell::new(op),
+        inbox: RefCell::new(VecDeque::new()),
+        conns,
+        reactor: r,
+        deferred: Cell::new(Some(deferred)),
+        client: client.clone(),
+        env: raw_env,
+    });
+    driving.send_all(first);
+    Ok(PromiseRaw::new(raw_env, promise))
+}
+
+/// An acquisition on the JS thread: the machine, the replies that came while
+/// it was busy (a command answered as it is sent), and the caller's promise.
+struct Driving {
+    op: RefCell<fast::FastAcquire>,
+    inbox: RefCell<VecDeque<(usize, Purpose, fast::Reply)>>,
+    conns: Vec<Rc<Conn>>,
+    reactor: Rc<Reactor>,
+    deferred: Cell<Option<Deferred>>,
+    client: core::Client,
+    env: sys::napi_env,
+}
+
+impl Driving {
+    /// Sends what the machine asked for, each on its node's connection, in
+    /// order behind what went there before (an undo runs after its attempt).
+    fn send_all(self: &Rc<Self>, sends: Vec<fast::Send>) {
+        for s in sends {
+            let deadline = Instant::now() + s.timeout;
+            let (node, purpose) = (s.node, s.purpose);
+            let me = self.clone();
+            let on_reply = Box::new(move |reply| {
+                me.inbox.borrow_mut().push_back((node, purpose, reply));
+                me.pump();
+            });
+            match self.conns.get(node) {
+                Some(conn) => conn.send(s.packed, deadline, on_reply),
+                None => on_reply(Err(NodeAnswer::Unreachable("no connection".into()))),
             }
-            Outcome::Failed(e) => finish::<NativeLock>(raw_env, deferred, Err(to_napi(e)), false),
-            Outcome::Resume(resume) => {
-                if let Some(undo) = op.take_undo() {
-                    send_undo(&undo_conns, undo);
-                }
-                let client = client.clone();
-                let _ = settle::settle_deferred_later(raw_env, deferred, async move {
+            self.reactor.arm_for(deadline);
+        }
+    }
+
+    /// Feeds the machine the replies in, one at a time; the caller's promise
+    /// settles on the outcome, or the tokio driver goes on once it pauses.
+    fn pump(self: &Rc<Self>) {
+        loop {
+            // Someone up the stack is feeding it: it takes this reply too.
+            let Ok(mut op) = self.op.try_borrow_mut() else {
+                return;
+            };
+            let Some((node, purpose, reply)) = self.inbox.borrow_mut().pop_front() else {
+                return;
+            };
+            let step = op.answer(node, purpose, reply, Instant::now());
+            let sends = op.sends();
+            let faulted = op.faulted();
+            drop(op);
+            self.settle(step, faulted);
+            self.send_all(sends);
+        }
+    }
+
+    fn settle(&self, step: fast::Step, faulted: bool) {
+        let deferred = match step {
+            fast::Step::Pending => return,
+            _ => match self.deferred.take() {
+                Some(d) => d,
+                None => return,
+            },
+        };
+        let env = self.env;
+        match step {
+            fast::Step::Pending => {}
+            fast::Step::Won(lock) => finish(env, deferred, Ok(NativeLock { lock }), faulted),
+            fast::Step::Failed(e) => finish::<NativeLock>(env, deferred, Err(to_napi(e)), faulted),
+            fast::Step::Continue(next) => {
+                let client = self.client.clone();
+                let _ = settle::settle_deferred_later(env, deferred, async move {
                     let lock = client
-                        .acquire_resumed(*resume, CancellationToken::new())
+                        .acquire_continued(*next, CancellationToken::new())
                         .await
                         .map_err(to_napi)?;
                     Ok(NativeLock { lock })
                 });
             }
         }
-    };
-    let settle_op = RefCell::new(settle_op);
-    fan_out(&r, &conns, op, cmd, timeout, move |op, i, reply| {
-        if let Ok(mut f) = settle_op.try_borrow_mut() {
-            f(op, i, reply)
-        }
-    });
-    Ok(PromiseRaw::new(raw_env, promise))
-}
-
-/// Sends a failed first attempt's undo, behind the attempt on its own
-/// connections (a stalled node then runs it after the attempt, never
-/// before); its answers tell the acquire loop which nodes it did not reach.
-fn send_undo(conns: &[Rc<Conn>], undo: fast::Undo) {
-    let fast::Undo {
-        release,
-        nodes,
-        timeout,
-        landing,
-    } = undo;
-    let landing = Rc::new(RefCell::new(landing));
-    let deadline = Instant::now() + timeout;
-    for i in nodes {
-        let Some(conn) = conns.get(i) else {
-            landing.borrow_mut().answered(i, None);
-            continue;
-        };
-        let landing = landing.clone();
-        let on_reply = move |reply| landing.borrow_mut().answered(i, Some(reply));
-        conn.send(release.clone(), deadline, Box::new(on_reply));
     }
 }
 

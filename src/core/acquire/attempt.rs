@@ -13,10 +13,10 @@ use crate::core::config::AcquireSpec;
 use crate::core::error::NodeAnswer;
 use crate::core::model::Answers;
 use crate::core::model::{Attempt, Kind, Permits};
+use crate::core::node::collect::{Call, Collect};
 use crate::core::node::Connection;
 use crate::core::ops;
 use crate::core::quorum;
-use crate::core::quorum::fanout::{Call, FanOut};
 use crate::core::shared::Inner;
 use crate::core::time::ms_of;
 
@@ -111,23 +111,23 @@ async fn attempt(
             })
         })
         .collect();
-    let mut fan = FanOut::new(calls);
+    let record = Answers::default();
+    let mut collect = Collect::new(calls, Some(record.clone()));
     // Redlock resolves once a quorum took the lock in time; the other nodes
     // finish in the background (a late grant there is ours to renew and
     // release). Fencing needs the highest value over every granting node,
     // and a failed attempt names every node's answer: both wait for all.
     let drift = inner.cfg.drift_for(spec.ttl);
-    fan.until(|t| {
-        let validity = quorum::validity(spec.ttl, broken::validity_start(started).elapsed(), drift);
-        // (Every node in ends the fan-out anyway.)
-        ops::acquire::decided(t, false, inner.cfg.fencing, validity, spec.min_validity)
-    })
-    .await;
-    let answers = fan.answers();
-    let record = Answers::default();
-    let op = record.start(answers.clone());
+    let answers = collect
+        .until(|g| {
+            let elapsed = broken::validity_start(started).elapsed();
+            let validity = quorum::validity(spec.ttl, elapsed, drift);
+            let (fencing, min) = (inner.cfg.fencing, spec.min_validity);
+            ops::acquire::decided(&g.tally(), g.all_in(), fencing, validity, min)
+        })
+        .await;
     let attempt = Attempt {
-        fence: fan.extras().copied().max().unwrap_or(0),
+        fence: collect.gather().extras().copied().max().unwrap_or(0),
         answers,
         record: record.clone(),
         started,
@@ -136,6 +136,6 @@ async fn attempt(
         stray: Vec::new(),
         member: None,
     };
-    inner.finish_in_background(fan, Some((record, op)));
+    inner.finish_in_background(collect);
     attempt
 }

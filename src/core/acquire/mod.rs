@@ -1,8 +1,10 @@
-//! The engine that takes locks, on tokio: `run.rs` is the acquire loop
-//! (attempt → verdict → take, or undo and pause until woken or the wait
-//! ends; its decisions after a verdict and its errors are the acquisition
-//! machine's, in `ops::acquisition`), `attempt.rs` one attempt on every node, `undo.rs` its undo
-//! (done here, or already sent by the fast path that made it), `permits.rs`
+//! The engine that takes locks, on tokio: `drive.rs` runs a plain lock's
+//! acquisition machine (`ops::acquisition`) from its first attempt to its
+//! outcome, or on from where the JS thread's driver (`fast/acquire.rs`)
+//! paused it; `run.rs` is the acquire loop of the other kinds (attempt →
+//! verdict → take, or undo and pause until woken or the wait ends; its
+//! decisions after a verdict and its errors are the machine's, in
+//! `ops::acquisition`), `attempt.rs` one attempt on every node, `undo.rs` its undo, `permits.rs`
 //! and `fair.rs` the semaphore, read-write, slot and fair attempts,
 //! `queue.rs` waiting in line for release notices, `register.rs` a won
 //! attempt becoming a held lock. What a request, an attempt and a lock kind are lives in `model/`.
@@ -16,6 +18,7 @@ use crate::core::lock::Lock;
 use crate::core::shared::Inner;
 
 mod attempt;
+mod drive;
 mod fair;
 mod permits;
 mod queue;
@@ -24,7 +27,9 @@ mod run;
 mod undo;
 
 // The model's types the fast path still names by their former paths.
-pub(crate) use crate::core::model::{Attempt, Judged, Request, Resume, SentUndo, Won};
+pub(crate) use crate::core::model::Request;
+pub use drive::Continued;
+pub(crate) use drive::{drives, plan_of, register};
 
 /// Takes the lock (or permits) `request` asks for, waiting within its bounds.
 pub(crate) async fn acquire(
@@ -32,21 +37,17 @@ pub(crate) async fn acquire(
     request: Request,
     cancel: CancellationToken,
 ) -> Result<Lock> {
-    run::acquire_from(inner, request, cancel, None).await
+    if drive::drives(inner, &request) {
+        return drive::acquire(inner, request, cancel).await;
+    }
+    run::acquire_from(inner, request, cancel).await
 }
 
-/// Goes on with an acquisition whose first attempt (and token) came from
-/// elsewhere, judged and undone there.
-pub(crate) async fn acquire_resumed(
+/// Goes on with an acquisition the JS thread's driver began and paused.
+pub(crate) async fn acquire_continued(
     inner: &Arc<Inner>,
-    resume: Resume,
+    continued: Continued,
     cancel: CancellationToken,
 ) -> Result<Lock> {
-    let Resume {
-        request,
-        token,
-        attempt,
-        judged,
-    } = resume;
-    run::acquire_from(inner, request, cancel, Some((token, attempt, judged))).await
+    drive::continued(inner, continued, cancel).await
 }

@@ -19,7 +19,7 @@ use crate::core::broken;
 use crate::core::error::{LockError, Result};
 use crate::core::keys;
 use crate::core::lock::Lock;
-use crate::core::model::{self, Attempt, Judged, LockKind, Request, Won};
+use crate::core::model::{self, LockKind, Request, Won};
 use crate::core::ops::acquisition::decide::{self, Bounds, Next};
 use crate::core::ops::acquisition::failure::{
     aborted, attempt_failed, behind_earlier, timed_out, wait_passed,
@@ -28,13 +28,11 @@ use crate::core::quorum::{self, Acquired, Tally};
 use crate::core::shared::Inner;
 use crate::core::time::ms_of;
 
-/// Takes the lock `request` asks for; `first`, when given, is an attempt
-/// (and its token) made and judged elsewhere to go on from.
+/// Takes the lock (permits, slot, fair place) `request` asks for.
 pub(super) async fn acquire_from(
     inner: &Arc<Inner>,
     request: Request,
     cancel: CancellationToken,
-    mut first: Option<(String, Attempt, Judged)>,
 ) -> Result<Lock> {
     let Request {
         names,
@@ -42,24 +40,16 @@ pub(super) async fn acquire_from(
         permits,
         arrival,
     } = request;
-    if first.is_none() {
-        // (A resumed attempt may hold keys: closing is handled after it, with its undo.)
-        inner.ensure_open()?;
-    }
+    inner.ensure_open()?;
     let keys = keys::prefixed(&inner.cfg.key_prefix, &names);
     let script_keys = keys::script_keys(&keys, inner.cfg.fencing);
     let key_label = names.join(", ");
-    let began = first
-        .as_ref()
-        .map_or_else(Instant::now, |(_, a, _)| a.started);
+    let began = Instant::now();
     let wait_until = began + spec.wait_timeout;
     let drift = inner.cfg.drift_for(spec.ttl);
     let n = inner.nodes.len();
     let kind = LockKind::of(permits);
-    let mut token = match &mut first {
-        Some((t, _, _)) => std::mem::take(t),
-        None => model::token(permits),
-    };
+    let mut token = model::token(permits);
     let mut attempts: u32 = 0;
     // Waiting for one key: queue up for its release notices from the plain
     // masters (cluster members send none; their waiters keep the retry timer).
@@ -74,7 +64,7 @@ pub(super) async fn acquire_from(
     let wait_bounds_attempts = !spec.wait_timeout.is_zero();
     let bounds = Bounds::of(&spec, wait_until);
     let mut last_failure: Option<LockError> = None;
-    if let (Some(arrival), None) = (&arrival, &first) {
+    if let Some(arrival) = &arrival {
         // Earlier callers of this client for the key go first.
         tokio::select! {
             _ = arrival.turn() => {}
@@ -136,42 +126,24 @@ pub(super) async fn acquire_from(
         }
         // A release after this attempt reads the key will wake us.
         let heard = queued.as_ref().is_some_and(Queued::heard);
-        let (attempt, judged) = if let Some((_, attempt, judged)) = first.take() {
-            (attempt, Some(judged))
-        } else {
-            tokio::select! {
-                attempt = attempt_for(inner, permits, &script_keys, keys.len(), &token, &spec) => (attempt, None),
-                _ = cancel.cancelled() => {
-                    inner.undo_in_background(keys, token, kind, every_node, undo_timeout);
-                    return Err(aborted(&key_label, attempts));
-                }
-                _ = tokio::time::sleep_until(wait_until.into()), if wait_bounds_attempts => {
-                    inner.undo_in_background(keys, token, kind, every_node, undo_timeout);
-                    return Err(wait_passed(last_failure, &key_label, attempts, spec.wait_timeout));
-                }
+        let attempt = tokio::select! {
+            attempt = attempt_for(inner, permits, &script_keys, keys.len(), &token, &spec) => attempt,
+            _ = cancel.cancelled() => {
+                inner.undo_in_background(keys, token, kind, every_node, undo_timeout);
+                return Err(aborted(&key_label, attempts));
+            }
+            _ = tokio::time::sleep_until(wait_until.into()), if wait_bounds_attempts => {
+                inner.undo_in_background(keys, token, kind, every_node, undo_timeout);
+                return Err(wait_passed(last_failure, &key_label, attempts, spec.wait_timeout));
             }
         };
         let started = broken::validity_start(attempt.started);
         let answers = &attempt.answers;
         inner.report_faults(answers);
         let t = Tally::of(answers);
-        // A resumed attempt was judged where it was made, when it was decided.
-        let (verdict, elapsed, sent_undo) = match judged {
-            Some(j) => (
-                j.verdict,
-                j.at.saturating_duration_since(started),
-                Some(j.undo),
-            ),
-            None => {
-                let elapsed = started.elapsed();
-                let validity = quorum::validity(spec.ttl, elapsed, drift);
-                (
-                    quorum::acquired(&t, validity, spec.min_validity),
-                    elapsed,
-                    None,
-                )
-            }
-        };
+        let elapsed = started.elapsed();
+        let validity = quorum::validity(spec.ttl, elapsed, drift);
+        let verdict = quorum::acquired(&t, validity, spec.min_validity);
         if verdict == Acquired::Won && !cancel.is_cancelled() && inner.ensure_open().is_ok() {
             let lock = inner.register(Won {
                 keys,
@@ -190,7 +162,7 @@ pub(super) async fn acquire_from(
         if t.held > 0 {
             inner.stats.contended.fetch_add(1, Ordering::Relaxed);
         }
-        let mut to_undo = Undo::of(&attempt, sent_undo);
+        let mut to_undo = Undo::of(&attempt);
         if let Err(closed) = inner.ensure_open() {
             to_undo.in_background(inner, keys, token, kind, undo_timeout);
             return Err(closed);

@@ -10,11 +10,12 @@ use std::sync::Arc;
 use futures_util::future::join_all;
 use tokio_util::sync::CancellationToken;
 
+use crate::core::acquire::Continued;
 use crate::core::config::{AcquireOptions, AcquireSpec, ClientConfig};
 use crate::core::error::{ErrorCode, LockError, Result};
 use crate::core::keys::{self, fence_key, lock_keys};
 use crate::core::lock::Lock;
-use crate::core::model::{self, Request, Resume};
+use crate::core::model::{self, Request};
 use crate::core::node::Node;
 use crate::core::shared::{EventHook, Inner};
 use crate::core::stats::StatsSnapshot;
@@ -158,9 +159,13 @@ impl Client {
         acquire::acquire(&self.inner, request, cancel).await
     }
 
-    /// Goes on with an acquisition whose first attempt the fast path made.
-    pub async fn acquire_resumed(&self, resume: Resume, cancel: CancellationToken) -> Result<Lock> {
-        acquire::acquire_resumed(&self.inner, resume, cancel).await
+    /// Goes on with an acquisition the JS thread's driver began and paused.
+    pub async fn acquire_continued(
+        &self,
+        continued: Continued,
+        cancel: CancellationToken,
+    ) -> Result<Lock> {
+        acquire::acquire_continued(&self.inner, continued, cancel).await
     }
 
     /// One attempt: the lock, or `None` when another owner holds it.

@@ -1,232 +1,198 @@
-//! A first acquire attempt on the fast path: `ops::acquire` fed the replies
-//! as the JS thread's loop reads them; the outcome a lock, or the attempt,
-//! judged and its undo sent here, handed to the tokio acquire loop
-//! (`Resume`), which goes on from that verdict.
+//! The JS thread's driver of a plain lock's acquisition: it runs the
+//! acquisition machine (`ops::acquisition`) as the thread's loop reads the
+//! nodes' replies, sends what the machine asks for (an attempt, its undo)
+//! on the same connections, and decides nothing. Won or failed, it settles
+//! here; once the machine pauses before another attempt (nothing in
+//! flight), the tokio driver goes on with the same machine, where release
+//! notices and the caller's timers are heard.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::oneshot;
-
-use super::{packed, Late, Packed, Reply};
-use crate::core::acquire::{Attempt, Judged, Request, Resume, SentUndo, Won};
-use crate::core::broken;
+use super::{packed, Packed, Reply};
+use crate::core::acquire::{drives, plan_of, register, Continued, Request};
 use crate::core::client::Client;
 use crate::core::error::LockError;
-use crate::core::keys::{self, CHANNEL_PREFIX};
+use crate::core::keys;
 use crate::core::lock::Lock;
-use crate::core::model::Answers;
-use crate::core::model::LockKind;
-use crate::core::ops::{self, acquire::Lease};
-use crate::core::quorum::Acquired;
-use crate::core::shared::Inner;
-use crate::core::time::ms_of;
+use crate::core::ops::acquisition::{Acquisition, Cancel, Event, Outcome, Purpose};
+use crate::core::shared::{Inner, Running};
 
-/// A first acquire attempt of `client` for the fast path; the request back
-/// when it is not one (permits, `waitReplicas`, a closed client).
+/// The acquisition of `request` on the JS thread, its first attempt ready
+/// to send; the request back when this driver does not take it (permits,
+/// `waitReplicas`, a closed client, earlier callers of the key still ahead).
 pub fn fast_acquire(
     client: &Client,
     request: Box<Request>,
 ) -> std::result::Result<FastAcquire, Box<Request>> {
     let inner = client.inner().clone();
-    if request.permits.is_some()
-        || request.spec.wait_replicas.is_some()
-        || inner.ensure_open().is_err()
-    {
+    if !drives(&inner, &request) || inner.ensure_open().is_err() {
         return Err(request);
     }
-    let keys = keys::prefixed(&inner.cfg.key_prefix, &request.names);
-    // Callers of this client already wait for the key: a first attempt
-    // sent at once would overtake them (they are woken by the release
-    // notice on the runtime). Take the runtime path, behind them.
-    if keys.iter().any(|k| inner.waiters.waiting(k)) {
+    let names = keys::prefixed(&inner.cfg.key_prefix, &request.names);
+    // Callers of this client already wait for the key: a first attempt sent
+    // at once would overtake them. The tokio driver queues it behind them.
+    if names.iter().any(|k| inner.waiters.waiting(k)) {
         return Err(request);
     }
     // Earlier callers of this key have not had their turn yet.
     if request.arrival.as_ref().is_some_and(|a| !a.may_go()) {
         return Err(request);
     }
-    let script_keys = keys::script_keys(&keys, inner.cfg.fencing);
-    let token = crate::core::model::token(request.permits);
-    let spec = &request.spec;
-    let packed = packed(&ops::acquire::call(
-        &script_keys,
-        keys.len(),
-        &token,
-        ms_of(spec.ttl),
-    ));
-    let timeout = inner.cfg.node_timeout_for(spec.ttl);
-    let lease = Lease {
-        ttl: spec.ttl,
-        drift: inner.cfg.drift_for(spec.ttl),
-        min_validity: spec.min_validity,
-        fencing: inner.cfg.fencing,
-    };
-    let record = Answers::default();
+    let plan = plan_of(&inner, &request);
+    let token = crate::core::model::token(None);
+    let acq = Acquisition::new(plan, token, rand::random(), Instant::now());
     Ok(FastAcquire {
-        op: ops::acquire::Acquire::new(inner.nodes.len(), lease, record.clone()),
-        late: Late::new(inner.clone()),
-        lease,
         inner,
-        request: Some((request, keys, token)),
-        packed,
-        timeout,
-        started: Instant::now(),
-        record,
-        undo: None,
+        acq: Some(acq),
+        request: Some(request),
+        listen: false,
+        faulted: false,
+        running: None,
+        packed: None,
     })
 }
 
-/// What a fast first attempt came to.
-pub enum Outcome {
+/// What an acquisition came to after a reply.
+pub enum Step {
+    /// Nothing for the caller yet.
+    Pending,
     Won(Lock),
     Failed(LockError),
-    /// Not taken: the acquisition goes on on tokio from this attempt.
-    Resume(Box<Resume>),
+    /// Paused before its next attempt: the tokio driver goes on with it.
+    Continue(Box<Continued>),
 }
 
-/// A first acquire attempt on every node, its answers so far.
+/// A command for one node's connection.
+pub struct Send {
+    pub node: usize,
+    pub purpose: Purpose,
+    pub packed: Packed,
+    /// The node's bound on answering it, from its sending.
+    pub timeout: Duration,
+}
+
+/// An acquisition driven on the JS thread.
 pub struct FastAcquire {
     inner: Arc<Inner>,
-    request: Option<(Box<Request>, Vec<String>, String)>,
-    pub packed: Packed,
-    /// Each node's bound, from the moment of sending.
-    pub timeout: Duration,
-    started: Instant,
-    op: ops::acquire::Acquire,
-    late: Late,
-    lease: Lease,
-    record: Answers,
-    /// A failed attempt's token-checked release, and where it is due.
-    undo: Option<Undo>,
-}
-
-/// A failed first attempt's undo, sent here alone, behind the attempt on
-/// the same connections (a stalled node runs it after the attempt, never
-/// before); the acquire loop hears which nodes it did not reach.
-pub struct Undo {
-    pub release: Packed,
-    pub nodes: Vec<usize>,
-    pub timeout: Duration,
-    pub landing: Landing,
-}
-
-/// An undo's answers as they come in.
-pub struct Landing {
-    keys: usize,
-    out: usize,
-    missed: Vec<usize>,
-    tell: Option<oneshot::Sender<Vec<usize>>>,
-}
-
-impl Landing {
-    fn new(keys: usize, nodes: usize) -> (Landing, oneshot::Receiver<Vec<usize>>) {
-        let (tell, heard) = oneshot::channel();
-        let landing = Landing {
-            keys,
-            out: nodes,
-            missed: Vec::new(),
-            tell: Some(tell),
-        };
-        (landing, heard)
-    }
-
-    /// Node `i`'s answer to the undo (`None`: it could not be sent there); a
-    /// fault counts as not reached.
-    pub fn answered(&mut self, i: usize, reply: Option<Reply>) {
-        let reached = reply.is_some_and(|r| !ops::release::answer(r, self.keys).is_fault());
-        if !reached {
-            self.missed.push(i);
-        }
-        self.out = self.out.saturating_sub(1);
-        if self.out == 0 {
-            if let Some(tell) = self.tell.take() {
-                // The loop may have ended meanwhile: nobody is left to hear it.
-                let _ = tell.send(std::mem::take(&mut self.missed));
-            }
-        }
-    }
+    /// `None` once the tokio driver took it.
+    acq: Option<Acquisition>,
+    /// `None` once settled or handed on.
+    request: Option<Box<Request>>,
+    /// Contended: it asks to hear the key's release notices.
+    listen: bool,
+    faulted: bool,
+    /// A won attempt's nodes still out count as the client's background work.
+    running: Option<Running>,
+    /// The last command packed for the wire, shared by every node it goes to.
+    packed: Option<(Purpose, Packed)>,
 }
 
 impl FastAcquire {
-    /// Some node answered with a fault (its event goes first).
+    /// Some node answered with a fault (its event went first).
     pub fn faulted(&self) -> bool {
-        self.op.faulted()
+        self.faulted
     }
 
-    /// A failed attempt's undo, for the driver to send (the acquire loop
-    /// undoes only the nodes it did not reach).
-    pub fn take_undo(&mut self) -> Option<Undo> {
-        self.undo.take()
-    }
-
-    /// Marks `now`, the moment before the first command goes out (the validity clock).
-    pub fn sending(&mut self, now: Instant) {
-        self.started = now;
-    }
-
-    /// Node `i`'s reply at `now`; the outcome once it is decided (at most once).
-    pub fn answer(&mut self, i: usize, reply: Reply, now: Instant) -> Option<Outcome> {
-        let started = broken::validity_start(self.started);
-        let progress = self.op.on_reply(i, reply, started, now);
-        let answers = self.late.follow(progress)?;
-        let (request, keys, token) = self.request.take()?;
-        let validity = self.lease.validity(started, now);
-        let verdict = ops::acquire::verdict(&answers, validity, request.spec.min_validity);
-        let attempt = Attempt {
-            fence: self.op.fence(),
-            sent: vec![true; answers.len()],
-            answers,
-            record: self.record.clone(),
-            started: self.started,
-            replicas: None,
-            stray: Vec::new(),
-            member: None,
+    /// The commands the machine has for the nodes now.
+    pub fn sends(&mut self) -> Vec<Send> {
+        let Some(acq) = self.acq.as_mut() else {
+            return Vec::new();
         };
-        let inner = &self.inner;
-        if verdict != Acquired::Won || inner.ensure_open().is_err() {
-            let nodes = attempt.to_undo();
-            let mut sent = None;
-            if !nodes.is_empty() {
-                let release = packed(&ops::release::call(&keys, &token, CHANNEL_PREFIX));
-                let (landing, missed) = Landing::new(keys.len(), nodes.len());
-                sent = Some(SentUndo {
-                    nodes: nodes.clone(),
-                    missed,
-                });
-                self.undo = Some(Undo {
-                    release,
-                    nodes,
-                    timeout: self.timeout,
-                    landing,
-                });
-            }
-            let judged = Judged {
-                verdict,
-                at: now,
-                undo: sent,
+        let mut sends = Vec::new();
+        while let Some(t) = acq.poll_transmit() {
+            let packed = match &self.packed {
+                Some((purpose, p)) if *purpose == t.purpose => p.clone(),
+                _ => {
+                    let p = packed(&t.call);
+                    self.packed = Some((t.purpose, p.clone()));
+                    p
+                }
             };
-            return Some(Outcome::Resume(Box::new(Resume {
-                request: *request,
-                token,
-                attempt,
-                judged,
-            })));
+            sends.push(Send {
+                node: t.node,
+                purpose: t.purpose,
+                packed,
+                timeout: acq.node_timeout(),
+            });
         }
-        inner.report_faults(&attempt.answers);
-        let lock = inner.register(Won {
-            keys,
-            token,
-            kind: LockKind::of(request.permits),
-            attempts: 1,
-            started,
-            spec: &request.spec,
-            attempt: &attempt,
-        });
-        Some(match inner.unless_closed(lock) {
-            Ok(lock) => Outcome::Won(lock),
-            Err(closed) => Outcome::Failed(closed),
-        })
+        sends
+    }
+
+    /// Node `node`'s reply to `purpose` at `now`, and what the acquisition
+    /// came to (a caller's outcome at most once).
+    pub fn answer(&mut self, node: usize, purpose: Purpose, reply: Reply, now: Instant) -> Step {
+        let Some(acq) = self.acq.as_mut() else {
+            return Step::Pending;
+        };
+        acq.handle_reply(node, purpose, reply, now);
+        if self.request.is_some() && !acq.is_done() && self.inner.ensure_open().is_err() {
+            acq.cancel(Cancel::Closed);
+        }
+        self.step()
+    }
+
+    fn step(&mut self) -> Step {
+        let Some(acq) = self.acq.as_mut() else {
+            return Step::Pending;
+        };
+        while let Some(event) = acq.poll_event() {
+            match event {
+                Event::Fault { node, answer } => {
+                    self.faulted = true;
+                    self.inner.report_fault(&self.inner.nodes[node], &answer);
+                }
+                Event::Contended => {
+                    self.inner
+                        .stats
+                        .contended
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                Event::Woken => {
+                    self.inner
+                        .stats
+                        .woken
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                Event::Listen => self.listen = true,
+                Event::Answered => {
+                    if let Some(arrival) = self.request.as_ref().and_then(|r| r.arrival.as_ref()) {
+                        arrival.answered();
+                    }
+                }
+            }
+        }
+        if self.running.is_some() && acq.all_answered() {
+            self.running = None;
+        }
+        if let Some(outcome) = acq.outcome() {
+            let Some(request) = self.request.take() else {
+                return Step::Pending;
+            };
+            return match outcome {
+                Outcome::Failed(e) => Step::Failed(e),
+                Outcome::Won(won) => {
+                    if !acq.all_answered() {
+                        self.running = Some(self.inner.track());
+                    }
+                    let keys = acq.plan().keys.clone();
+                    match register(&self.inner, keys, won, &request) {
+                        Ok(lock) => Step::Won(lock),
+                        Err(e) => Step::Failed(e),
+                    }
+                }
+            };
+        }
+        if acq.is_paused() {
+            if let (Some(acq), Some(request)) = (self.acq.take(), self.request.take()) {
+                return Step::Continue(Box::new(Continued {
+                    acq,
+                    request: *request,
+                    listen: self.listen,
+                }));
+            }
+        }
+        Step::Pending
     }
 }
 
@@ -234,7 +200,6 @@ impl FastAcquire {
 mod tests {
     use super::*;
     use crate::core::config::{AcquireOptions, ClientConfig, NodeSpec};
-    use crate::core::error::NodeAnswer;
     use crate::core::ops::Reply as R;
 
     fn client(nodes: u16) -> Client {
@@ -247,13 +212,13 @@ mod tests {
         Client::new(cfg, None).expect("a client of unused ports")
     }
 
-    fn first_attempt(c: &Client) -> FastAcquire {
+    fn started(c: &Client) -> FastAcquire {
         let request = c
             .prepare_lock(vec!["k".into()], &AcquireOptions::default())
             .expect("a request");
         match fast_acquire(c, Box::new(request)) {
             Ok(op) => op,
-            Err(_) => panic!("a plain lock takes the fast path"),
+            Err(_) => panic!("a plain lock is driven here"),
         }
     }
 
@@ -270,73 +235,73 @@ mod tests {
     }
 
     #[test]
-    fn a_lost_first_attempt_is_judged_here_and_its_undo_sent_from_here_once() {
+    fn a_lost_attempt_is_undone_here_and_continued_elsewhere_once_paused() {
         let c = client(3);
-        let mut op = first_attempt(&c);
+        let mut op = started(&c);
+        let first = op.sends();
+        assert_eq!(first.len(), 3, "one attempt per node");
+        assert!(first.iter().all(|s| s.purpose == Purpose::Attempt(1)));
+        assert!(
+            Arc::ptr_eq(&first[0].packed, &first[2].packed),
+            "packed once for every node"
+        );
         let t0 = Instant::now();
-        op.sending(t0);
-        assert!(op.answer(0, granted(), t0 + ms(1)).is_none());
-        assert!(op.answer(1, held(40), t0 + ms(2)).is_none());
-        let Some(Outcome::Resume(resume)) = op.answer(2, held(70), t0 + ms(3)) else {
-            panic!("two of three held by another: not taken");
+        assert!(matches!(
+            op.answer(0, Purpose::Attempt(1), granted(), t0 + ms(1)),
+            Step::Pending
+        ));
+        assert!(matches!(
+            op.answer(1, Purpose::Attempt(1), held(40), t0 + ms(2)),
+            Step::Pending
+        ));
+        assert!(
+            matches!(
+                op.answer(2, Purpose::Attempt(1), held(70), t0 + ms(3)),
+                Step::Pending
+            ),
+            "lost, but its undo must land before the pause"
+        );
+        let undo: Vec<(usize, Purpose)> = op.sends().iter().map(|s| (s.node, s.purpose)).collect();
+        assert_eq!(
+            undo,
+            [(0, Purpose::Undo(1))],
+            "only the node that may hold our token"
+        );
+        let Step::Continue(next) = op.answer(0, Purpose::Undo(1), Ok(R::Int(1)), t0 + ms(4)) else {
+            panic!("paused: the tokio driver goes on");
         };
-        let judged = resume.judged;
-        assert_eq!(
-            judged.verdict,
-            Acquired::Contended {
-                longest_pttl: Some(70)
-            }
+        assert!(
+            next.listen,
+            "contended on one key: it listens for the release"
         );
-        assert_eq!(judged.at, t0 + ms(3), "judged when decided");
-        let mut undo = op.take_undo().expect("the granting node is undone");
-        assert_eq!(undo.nodes, [0], "only the node that may hold our token");
-        assert!(op.take_undo().is_none(), "one undo");
-        let mut sent = judged.undo.expect("the loop hears of the undo");
-        assert_eq!(sent.nodes, [0]);
-        assert!(sent.missed.try_recv().is_err(), "not landed yet");
-        undo.landing.answered(0, Some(Ok(R::Int(1))));
-        assert_eq!(
-            sent.missed.try_recv().ok(),
-            Some(Vec::new()),
-            "nothing left"
+        assert!(next.acq.is_paused());
+        assert!(
+            matches!(
+                op.answer(1, Purpose::Attempt(1), held(1), t0 + ms(5)),
+                Step::Pending
+            ),
+            "handed on: nothing more here"
         );
+        assert!(op.sends().is_empty());
     }
 
     #[test]
-    fn a_first_attempt_held_everywhere_has_nothing_to_undo() {
+    fn an_attempt_held_everywhere_pauses_at_once_with_nothing_to_undo() {
         let c = client(1);
-        let mut op = first_attempt(&c);
-        let t0 = Instant::now();
-        op.sending(t0);
-        let Some(Outcome::Resume(resume)) = op.answer(0, held(5), t0 + ms(1)) else {
-            panic!("held by another: not taken");
-        };
-        assert!(resume.judged.undo.is_none());
-        assert!(op.take_undo().is_none());
+        let mut op = started(&c);
+        op.sends();
+        let step = op.answer(0, Purpose::Attempt(1), held(5), Instant::now());
+        assert!(matches!(step, Step::Continue(_)));
+        assert!(op.sends().is_empty());
     }
 
     #[test]
-    fn an_undo_lands_once_every_node_answered_and_names_those_it_missed() {
-        let (mut landing, mut missed) = Landing::new(1, 3);
-        landing.answered(2, Some(Ok(R::Int(0))));
-        landing.answered(0, Some(Err(NodeAnswer::Timeout)));
-        assert!(missed.try_recv().is_err(), "one node still out");
-        landing.answered(1, None);
-        assert_eq!(missed.try_recv().ok(), Some(vec![0, 1]));
-    }
-
-    #[test]
-    fn an_error_reply_to_an_undo_is_a_node_it_did_not_reach() {
-        let (mut landing, mut missed) = Landing::new(1, 1);
-        landing.answered(0, Some(Ok(R::Error("LOADING busy".into()))));
-        assert_eq!(missed.try_recv().ok(), Some(vec![0]));
-    }
-
-    #[test]
-    fn an_undo_nobody_waits_for_any_more_lands_quietly() {
-        let (mut landing, missed) = Landing::new(1, 1);
-        drop(missed);
-        landing.answered(0, Some(Ok(R::Int(1))));
-        assert!(landing.tell.is_none());
+    fn a_node_fault_is_flagged_for_the_event_to_go_first() {
+        let c = client(1);
+        let mut op = started(&c);
+        op.sends();
+        let fault = Err(crate::core::error::NodeAnswer::Timeout);
+        let _ = op.answer(0, Purpose::Attempt(1), fault, Instant::now());
+        assert!(op.faulted());
     }
 }

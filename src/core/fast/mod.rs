@@ -24,7 +24,7 @@ use crate::core::ops::Progress;
 use crate::core::scripts::Call;
 use crate::core::shared::{Inner, Running};
 
-pub use acquire::{fast_acquire, FastAcquire, Landing, Outcome, Undo};
+pub use acquire::{fast_acquire, FastAcquire, Send, Step};
 pub use extend::{fast_extend, FastExtend};
 pub use release::{fast_release, plain_release, FastRelease};
 pub use socket::Socket;

@@ -18,5 +18,5 @@ pub use kind::{
     READERS,
 };
 pub use lease::{beside, line_keys, writer_key, FairLease, Lease};
-pub(crate) use request::{Attempt, Judged, SentUndo, Won};
-pub use request::{Request, Resume};
+pub use request::Request;
+pub(crate) use request::{Attempt, Won};

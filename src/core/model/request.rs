@@ -1,17 +1,13 @@
 //! An acquisition as data: the checked [`Request`], what one attempt on every
-//! node came back with ([`Attempt`]), a first attempt made and judged
-//! elsewhere to go on from ([`Resume`], [`Judged`]), and what a won attempt
-//! registers ([`Won`]).
+//! node came back with ([`Attempt`]), and what a won attempt registers
+//! ([`Won`]).
 
 use std::time::Instant;
-
-use tokio::sync::oneshot;
 
 use super::{LockKind, Permits};
 use crate::core::config::AcquireSpec;
 use crate::core::error::NodeAnswer;
 use crate::core::model::Answers;
-use crate::core::quorum::Acquired;
 use crate::core::waiters::Arrival;
 
 /// A checked acquisition, ready to send.
@@ -89,34 +85,6 @@ impl Attempt {
             None => (token, kind),
         }
     }
-}
-
-/// A first attempt made elsewhere (the fast path) that did not take the lock:
-/// the acquisition goes on from its verdict (pause, next attempt, or the
-/// error) as if its own loop had made and judged it, without judging or
-/// undoing it again.
-pub struct Resume {
-    pub(crate) request: Request,
-    pub(crate) token: String,
-    pub(crate) attempt: Attempt,
-    pub(crate) judged: Judged,
-}
-
-/// What the maker of an attempt decided about it, and the undo it sent.
-pub(crate) struct Judged {
-    pub verdict: Acquired,
-    /// When the verdict was reached: the attempt's validity was measured to it.
-    pub at: Instant,
-    /// The undo the maker sent behind the attempt on the same connections
-    /// (`None`: nothing to undo).
-    pub undo: Option<SentUndo>,
-}
-
-/// An undo sent on its way: the nodes it went to, and (once every one of
-/// them answered) those it did not reach, which are still to be undone.
-pub(crate) struct SentUndo {
-    pub nodes: Vec<usize>,
-    pub missed: oneshot::Receiver<Vec<usize>>,
 }
 
 /// What a won attempt registers.

@@ -10,6 +10,7 @@
 //! release notices and `acked` writes and `WAIT`s for replicas.
 
 mod acked;
+pub mod collect;
 mod connect;
 mod fair;
 mod notices;

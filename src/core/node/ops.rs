@@ -302,6 +302,21 @@ impl Node {
         .await
     }
 
+    /// Sends `call` on the node's shared connection, connecting first (within
+    /// `timeout` unless the node is the client's only one); a node it cannot
+    /// connect to answers as it failed.
+    pub async fn send(&self, call: &Call<'_>, timeout: Duration, alone: bool) -> Answer {
+        let con = if alone {
+            self.connection().await
+        } else {
+            self.connection_within(timeout).await
+        };
+        match con {
+            Ok(mut con) => self.run(&mut con, call, timeout).await,
+            Err(answer) => Err(answer),
+        }
+    }
+
     /// Runs `call` on `con`, the node's shared connection, as an operation reads it.
     pub(super) async fn run(
         &self,

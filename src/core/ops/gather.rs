@@ -2,8 +2,9 @@
 //! outcome is decided on the answers in (often at quorum), and the nodes
 //! still out are then recorded late in the lock's record of answers, for
 //! the driver to report their faults and to stop tracking the operation
-//! once the last one is in. The answers themselves are kept by
-//! [`Replies`], as the tokio fan-out keeps them.
+//! once the last one is in. Both drivers feed it: the JS thread's one reply
+//! at a time, tokio's through `node::collect`. The answers themselves are
+//! kept by [`Replies`].
 
 use crate::core::error::NodeAnswer;
 use crate::core::model::Answers;

@@ -2,8 +2,7 @@
 //! nodes, then asks this module what the answers mean: a tally, a verdict, and
 //! the one error for "too few nodes". Pure: no I/O and no clock of its own.
 //! `slots.rs` judges a semaphore's slot attempt on several nodes;
-//! `fanout.rs` collects answers until the outcome is decided, keeping them
-//! in `replies.rs` (as `ops::Gather` does).
+//! `replies.rs` keeps the answers so far for the one collector, `ops::Gather`.
 
 use std::time::Duration;
 
@@ -205,7 +204,6 @@ fn node_error(report: &NodeReport) -> LockError {
     }
 }
 
-pub(crate) mod fanout;
 mod replies;
 pub(crate) mod slots;
 

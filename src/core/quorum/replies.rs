@@ -1,8 +1,6 @@
 //! One operation's answers from every node so far, and what else each node
-//! returned: the bookkeeping both collectors share ([`FanOut`] on tokio, and
-//! `ops::Gather`, fed one reply at a time by either transport).
-//!
-//! [`FanOut`]: super::fanout::FanOut
+//! returned: the bookkeeping of the one collector, `ops::Gather`, fed one
+//! reply at a time by either driver.
 
 use super::Tally;
 use crate::core::error::NodeAnswer;

@@ -30,17 +30,18 @@ mod tests;
 pub use plan::{Cancel, Event, Outcome, Plan, Purpose, Transmit, Won};
 
 use std::collections::VecDeque;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 
 use self::decide::Bounds;
-use self::failure::{aborted, wait_passed};
+use self::failure::{aborted, behind_earlier, wait_passed};
 use super::acquire::Acquire;
 use super::reply::Answer;
 use crate::core::error::{LockError, NodeAnswer};
 use crate::core::model::Answers;
+use crate::core::time::ms_of;
 
 enum Phase {
     /// Attempt `n`, sent at `started`; `out[i]`: node `i` has not answered;
@@ -60,10 +61,13 @@ enum Phase {
         deadline: Instant,
         longest_pttl: Option<u64>,
     },
-    /// Waiting to make attempt `n + 1` at `until` (sooner on a notice).
+    /// Waiting to make attempt `n + 1` at `until` (sooner on a notice);
+    /// `span`: how long a pause it is. With `n` 0 the caller waits behind
+    /// earlier callers of its client before its first attempt.
     Pause {
         n: u32,
         until: Instant,
+        span: Duration,
     },
     Done,
 }
@@ -85,6 +89,9 @@ pub struct Acquisition {
     /// Whether the attempt in flight was sent while notices were heard.
     heard: bool,
     asked_to_listen: bool,
+    /// The won attempt, still taking the answers of the nodes that were out
+    /// when it was decided (they go to its record), and how many are.
+    won: Option<(u32, Acquire, usize)>,
 }
 
 impl Acquisition {
@@ -92,13 +99,36 @@ impl Acquisition {
     /// comes from `uuid`); `seed` seeds the jitter. The first attempt is
     /// ready to send.
     pub fn new(plan: Plan, token: String, seed: u64, now: Instant) -> Acquisition {
+        let mut acq = Acquisition::waiting(plan, token, seed, now);
+        acq.send_attempt(1, now);
+        acq
+    }
+
+    /// Starts at `now` behind earlier callers of the same client that already
+    /// wait for the key: no attempt yet; the first goes out when a release
+    /// notice wakes it ([`handle_notice`](Self::handle_notice)) or its pause
+    /// (`retryDelay` + jitter, or, once notices are heard and retries are not
+    /// counted, the lease plus jitter) ends. The wait ending first fails it as
+    /// behind earlier callers.
+    pub fn behind(plan: Plan, token: String, seed: u64, now: Instant) -> Acquisition {
+        let mut acq = Acquisition::waiting(plan, token, seed, now);
+        let span = acq.plan.retry_delay + acq.jitter();
+        acq.phase = Phase::Pause {
+            n: 0,
+            until: (now + span).min(acq.bounds.wait_until),
+            span,
+        };
+        acq
+    }
+
+    fn waiting(plan: Plan, token: String, seed: u64, now: Instant) -> Acquisition {
         let bounds = Bounds {
             retry_delay: plan.retry_delay,
             retry_count: plan.retry_count,
             wait_until: now + plan.wait_timeout,
             wait_bounds_attempts: !plan.wait_timeout.is_zero(),
         };
-        let mut acq = Acquisition {
+        Acquisition {
             plan,
             bounds,
             token,
@@ -111,9 +141,28 @@ impl Acquisition {
             listening: false,
             heard: false,
             asked_to_listen: false,
-        };
-        acq.send_attempt(1, now);
-        acq
+            won: None,
+        }
+    }
+
+    /// Its wait is counted from `began`, before `now` (the caller waited for
+    /// its turn, or for a connection, before the machine started).
+    pub fn waited_since(mut self, began: Instant) -> Acquisition {
+        self.bounds.wait_until = began + self.plan.wait_timeout;
+        if let Phase::Pause { until, .. } = &mut self.phase {
+            *until = (*until).min(self.bounds.wait_until);
+        }
+        self
+    }
+
+    /// What it was asked to do.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Each node's bound on answering one command.
+    pub fn node_timeout(&self) -> Duration {
+        self.plan.node_timeout
     }
 
     /// The token the attempt in flight (or the won lock) carries.
@@ -166,10 +215,63 @@ impl Acquisition {
         matches!(self.phase, Phase::Done)
     }
 
+    /// Whether it pauses before its next attempt (nothing in flight).
+    pub fn is_paused(&self) -> bool {
+        matches!(self.phase, Phase::Pause { .. })
+    }
+
     /// The driver now hears release notices for the key: a wait after an
     /// attempt sent from now on ends at the holder's release.
     pub fn listening(&mut self) {
+        if self.listening {
+            return;
+        }
         self.listening = true;
+        // Behind earlier callers with retries not counted: a release wakes
+        // the line, so the timer is only a bound for a holder that vanished.
+        if let Phase::Pause { n: 0, until, span } = &mut self.phase {
+            if self.plan.retry_count.is_none() {
+                let since = *until - *span;
+                let longer = self.plan.lease.ttl
+                    + Duration::from_millis(
+                        self.rng.random_range(0..=ms_of(self.plan.retry_jitter)),
+                    );
+                *span = longer;
+                *until = (since + longer).min(self.bounds.wait_until);
+            }
+        }
+    }
+
+    /// Whether its pause may wait in the line of its client's callers for
+    /// the key (retries are not counted): a timer that fires
+    /// while earlier callers are ahead wakes the first of them instead
+    /// ([`handle_behind`](Self::handle_behind)).
+    pub fn waits_in_line(&self) -> bool {
+        self.plan.retry_count.is_none() && matches!(self.phase, Phase::Pause { .. })
+    }
+
+    /// Its pause ended at `now` while earlier callers of its client were
+    /// ahead of it in line (the driver woke the first of them instead): it
+    /// pauses as long again, within the wait.
+    pub fn handle_behind(&mut self, now: Instant) {
+        if self.bounds.wait_bounds_attempts && now >= self.bounds.wait_until {
+            self.handle_timeout(now);
+            return;
+        }
+        if let Phase::Pause { until, span, .. } = &mut self.phase {
+            if now >= *until {
+                *until = (now + *span).min(self.bounds.wait_until);
+            }
+        }
+    }
+
+    /// No node's answer is still owed: an outcome's late answers are in.
+    pub fn all_answered(&self) -> bool {
+        self.won.as_ref().is_none_or(|(_, _, out)| *out == 0)
+    }
+
+    pub(super) fn jitter(&mut self) -> Duration {
+        Duration::from_millis(self.rng.random_range(0..=ms_of(self.plan.retry_jitter)))
     }
 
     /// Node `node`'s reply to `purpose` at `now`. Replies to what it no longer
@@ -190,6 +292,20 @@ impl Acquisition {
                 self.fault(node, answer);
                 if self.undo_landed() {
                     self.pause(now);
+                }
+            }
+            (_, Purpose::Attempt(m)) if self.won.as_ref().is_some_and(|(n, _, _)| *n == m) => {
+                let Some((_, op, out)) = self.won.as_mut() else {
+                    return;
+                };
+                let validity_from = crate::core::broken::validity_start_at(now, now);
+                if let crate::core::ops::gather::Progress::Late { node, fault, .. } =
+                    op.on_reply(node, reply, validity_from, now)
+                {
+                    *out = out.saturating_sub(1);
+                    if let Some(answer) = fault {
+                        self.events.push_back(Event::Fault { node, answer });
+                    }
                 }
             }
             _ => {
@@ -250,12 +366,17 @@ impl Acquisition {
                 }
                 self.pause(now);
             }
-            Phase::Pause { n, until } => {
+            Phase::Pause { n, until, .. } => {
                 if now < *until {
                     return;
                 }
                 let n = *n;
                 if now >= self.bounds.wait_until && self.bounds.wait_bounds_attempts {
+                    if n == 0 {
+                        let failure = behind_earlier(&self.plan.label, self.plan.wait_timeout);
+                        self.fail(failure, &[]);
+                        return;
+                    }
                     self.time_out();
                 } else {
                     self.send_attempt(n + 1, now);

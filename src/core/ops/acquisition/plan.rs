@@ -29,6 +29,9 @@ pub struct Plan {
     pub retry_count: Option<u32>,
     /// 0: one attempt, bounded by the node timeout only.
     pub wait_timeout: Duration,
+    /// The nodes publish the key's release notices (one key, a plain master
+    /// among them): a contended acquisition asks to listen for them.
+    pub notices: bool,
 }
 
 /// Why a command goes to a node: attempt number `n`, or its undo.
@@ -59,8 +62,12 @@ pub enum Event {
     /// A release notice ended a pause.
     Woken,
     /// Contended on one key: release notices for it will shorten the waits
-    /// once the driver listens for them ([`Acquisition::listening`]).
+    /// once the driver listens for them ([`Acquisition::listening`]); joining
+    /// the key's line lets the next caller of the client go.
     Listen,
+    /// An attempt failed without joining the key's line (an outage, or no
+    /// notices to wait for): the next caller of the client may try now.
+    Answered,
 }
 
 /// A won attempt, for the engine to register as a held lock.

@@ -1,9 +1,7 @@
 //! The acquisition's steps: sending an attempt, judging its answers, undoing
 //! a lost one, pausing, and ending.
 
-use std::time::{Duration, Instant};
-
-use rand::Rng;
+use std::time::Instant;
 
 use super::decide::{self, Next};
 use super::failure::{attempt_failed, timed_out, wait_passed};
@@ -93,6 +91,10 @@ impl Acquisition {
             else {
                 return;
             };
+            let out = answers
+                .iter()
+                .filter(|a| matches!(a, NodeAnswer::Pending))
+                .count();
             self.outcome = Some(Outcome::Won(Won {
                 token: self.token.clone(),
                 attempts: n,
@@ -101,6 +103,7 @@ impl Acquisition {
                 record,
                 fence: op.fence(),
             }));
+            self.won = Some((n, op, out));
             return;
         }
         let t = Tally::of(&answers);
@@ -133,12 +136,13 @@ impl Acquisition {
             Next::GiveUp => self.fail(failure, &to_undo),
             Next::TimedOut => self.fail(timed_out(failure, self.plan.wait_timeout), &to_undo),
             Next::Retry => {
-                if matches!(verdict, Acquired::Contended { .. })
-                    && self.plan.keys.len() == 1
-                    && !self.asked_to_listen
-                {
+                let contended = matches!(verdict, Acquired::Contended { .. });
+                if contended && self.plan.notices && !self.asked_to_listen {
                     self.asked_to_listen = true;
                     self.events.push_back(Event::Listen);
+                } else if !(contended && self.plan.notices) {
+                    // Not waiting in the key's line: callers behind may try.
+                    self.events.push_back(Event::Answered);
                 }
                 self.last_failure = Some(failure);
                 self.queue_undo(n, &to_undo);
@@ -193,13 +197,13 @@ impl Acquisition {
         else {
             return;
         };
-        let jitter_ms = crate::core::time::ms_of(self.plan.retry_jitter);
-        let jitter = Duration::from_millis(self.rng.random_range(0..=jitter_ms));
+        let jitter = self.jitter();
         match decide::pause(longest_pttl, self.heard, jitter, &self.bounds, now) {
             Some(pause) => {
                 self.phase = Phase::Pause {
                     n,
                     until: now + pause,
+                    span: pause,
                 }
             }
             None => self.time_out(),

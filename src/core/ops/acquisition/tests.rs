@@ -34,6 +34,7 @@ fn plan(nodes: usize, wait_ms: u64, retry_count: Option<u32>, fencing: bool) -> 
         retry_jitter: ms(100),
         retry_count,
         wait_timeout: ms(wait_ms),
+        notices: true,
     }
 }
 
@@ -233,10 +234,14 @@ fn an_in_doubt_reply_is_undone_before_the_retry_which_keeps_the_token() {
     a.handle_timeout(t0 + ms(500));
     assert_eq!(
         events(&mut a),
-        vec![Event::Fault {
-            node: 0,
-            answer: NodeAnswer::Timeout
-        }]
+        vec![
+            Event::Fault {
+                node: 0,
+                answer: NodeAnswer::Timeout
+            },
+            // An outage, not a holder: callers behind it need not wait for it.
+            Event::Answered
+        ]
     );
     // The attempt may have landed: its undo goes out, and the next attempt waits for it.
     let undo = drain(&mut a);
@@ -470,4 +475,129 @@ fn the_same_seed_gives_the_same_pauses() {
     };
     assert_eq!(pauses(42), pauses(42));
     assert!(pauses(42).iter().all(|p| *p >= ms(100) && *p <= ms(200)));
+}
+
+#[test]
+fn behind_earlier_callers_it_sends_nothing_until_a_notice_or_its_pause_ends() {
+    let t0 = Instant::now();
+    let mut a = Acquisition::behind(plan(1, 10_000, None, false), "tok".into(), 1, t0);
+    assert!(
+        drain(&mut a).is_empty(),
+        "no attempt ahead of earlier callers"
+    );
+    let pause = a.poll_timeout().expect("a pause");
+    assert!(
+        pause >= t0 + ms(100) && pause <= t0 + ms(200),
+        "{:?}",
+        pause - t0
+    );
+    a.handle_timeout(t0 + ms(50));
+    assert!(drain(&mut a).is_empty(), "woken early by nothing due");
+    a.handle_notice(t0 + ms(60));
+    assert_eq!(events(&mut a), vec![Event::Woken]);
+    let first = drain(&mut a);
+    assert_eq!((first.len(), first[0].purpose), (1, Purpose::Attempt(1)));
+    a.handle_reply(0, Purpose::Attempt(1), granted(0), t0 + ms(61));
+    let w = won(&mut a);
+    assert_eq!((w.attempts, w.started), (1, t0 + ms(60)));
+}
+
+#[test]
+fn behind_earlier_callers_once_notices_are_heard_it_waits_up_to_the_lease() {
+    let t0 = Instant::now();
+    let mut a = Acquisition::behind(plan(1, 60_000, None, false), "tok".into(), 1, t0);
+    a.listening();
+    let pause = a.poll_timeout().expect("a pause");
+    assert!(
+        pause >= t0 + ms(10_000) && pause <= t0 + ms(10_100),
+        "the lease plus jitter: {:?}",
+        pause - t0
+    );
+    // With retries counted, the pause stays retryDelay + jitter.
+    let mut b = Acquisition::behind(plan(1, 60_000, Some(3), false), "tok".into(), 1, t0);
+    b.listening();
+    assert!(b.poll_timeout().expect("a pause") <= t0 + ms(200));
+}
+
+#[test]
+fn behind_earlier_callers_past_its_wait_it_fails_without_an_attempt() {
+    let t0 = Instant::now();
+    let mut a =
+        Acquisition::behind(plan(1, 150, None, false), "tok".into(), 1, t0).waited_since(t0);
+    let mut now = t0;
+    while !a.is_done() {
+        now = a.poll_timeout().expect("a bound");
+        // Earlier callers stay ahead: each timer wakes the first instead.
+        a.handle_behind(now);
+        assert!(drain(&mut a).is_empty());
+    }
+    assert_eq!(now, t0 + ms(150), "the wait bounds it");
+    let e = failed(&mut a);
+    assert_eq!(e.code, ErrorCode::Timeout);
+    assert_eq!(e.attempts, 0);
+    assert!(e.message.contains("earlier callers"), "{}", e.message);
+}
+
+#[test]
+fn a_pause_behind_the_first_in_line_is_as_long_again() {
+    let t0 = Instant::now();
+    let mut a = Acquisition::new(plan(1, 60_000, None, false), "tok".into(), 1, t0);
+    drain(&mut a);
+    a.handle_reply(0, Purpose::Attempt(1), held(5_000), t0 + ms(1));
+    assert!(a.waits_in_line());
+    let until = a.poll_timeout().expect("a pause");
+    let span = until - (t0 + ms(1));
+    a.handle_behind(until);
+    assert_eq!(a.poll_timeout(), Some(until + span));
+    assert!(drain(&mut a).is_empty(), "no attempt of its own");
+}
+
+#[test]
+fn the_wait_counts_from_when_the_caller_began() {
+    let t0 = Instant::now();
+    let mut a = Acquisition::new(plan(1, 1_000, None, false), "tok".into(), 1, t0 + ms(300))
+        .waited_since(t0);
+    drain(&mut a);
+    a.handle_reply(0, Purpose::Attempt(1), held(5_000), t0 + ms(301));
+    let (_, end) = run_to_end(&mut a, t0 + ms(301), || held(5_000));
+    assert_eq!(end, t0 + ms(1_000));
+    assert_eq!(failed(&mut a).code, ErrorCode::Timeout);
+}
+
+#[test]
+fn a_won_attempts_late_answers_reach_its_record() {
+    let t0 = Instant::now();
+    let mut a = Acquisition::new(plan(3, 10_000, None, false), "tok".into(), 1, t0);
+    drain(&mut a);
+    a.handle_reply(0, Purpose::Attempt(1), granted(0), t0 + ms(1));
+    a.handle_reply(1, Purpose::Attempt(1), granted(0), t0 + ms(2));
+    let w = won(&mut a);
+    assert!(!a.all_answered(), "node 2 is still out");
+    a.handle_reply(2, Purpose::Attempt(1), granted(0), t0 + ms(3));
+    assert!(a.all_answered());
+    assert_eq!(
+        w.record.get(),
+        vec![NodeAnswer::Ok, NodeAnswer::Ok, NodeAnswer::Ok]
+    );
+    assert!(events(&mut a).is_empty());
+}
+
+#[test]
+fn a_contended_attempt_asks_to_listen_once_and_only_with_notices() {
+    let t0 = Instant::now();
+    let mut a = Acquisition::new(plan(1, 60_000, None, false), "tok".into(), 1, t0);
+    drain(&mut a);
+    a.handle_reply(0, Purpose::Attempt(1), held(50), t0 + ms(1));
+    assert_eq!(events(&mut a), vec![Event::Contended, Event::Listen]);
+    let at = a.poll_timeout().expect("a pause");
+    a.handle_timeout(at);
+    drain(&mut a);
+    a.handle_reply(0, Purpose::Attempt(2), held(50), at + ms(1));
+    assert_eq!(events(&mut a), vec![Event::Contended], "asked once");
+    let mut quiet = plan(1, 60_000, None, false);
+    quiet.notices = false;
+    let mut b = Acquisition::new(quiet, "tok".into(), 1, t0);
+    drain(&mut b);
+    b.handle_reply(0, Purpose::Attempt(1), held(50), t0 + ms(1));
+    assert_eq!(events(&mut b), vec![Event::Contended, Event::Answered]);
 }

@@ -1,0 +1,403 @@
+//! The tokio driver of a plain lock's acquisition: it runs the acquisition
+//! machine (`ops::acquisition`) from its first attempt to its outcome and
+//! decides nothing. It sends what the machine asks for on the nodes' shared
+//! connections, arms one timer at the instant the machine names, and hands
+//! it the replies, the release notices of the key's line, the caller's
+//! cancel and the client's close; a won attempt becomes a held lock, and the
+//! undo the machine still owes goes out in the background.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::attempt::connect_first;
+use super::queue::{queue_up, Queued};
+use crate::core::broken;
+use crate::core::error::{NodeAnswer, Result};
+use crate::core::keys;
+use crate::core::lock::Lock;
+use crate::core::model::{self, Attempt, LockKind, Request, Won as Register};
+use crate::core::ops::acquire::Lease;
+use crate::core::ops::acquisition::failure::{aborted, behind_earlier};
+use crate::core::ops::acquisition::{
+    Acquisition, Cancel, Event, Outcome, Plan, Purpose, Transmit, Won,
+};
+use crate::core::ops::Answer;
+use crate::core::shared::Inner;
+
+/// A node's reply to one of the machine's commands.
+type Arrived = (usize, Purpose, Answer);
+
+/// Whether the machine takes `request` on this client: a plain lock on
+/// plain masters (or Sentinel-named ones), without waiting for replicas.
+pub(crate) fn drives(inner: &Inner, request: &Request) -> bool {
+    request.permits.is_none()
+        && request.spec.wait_replicas.is_none()
+        && !inner.cfg.has_cluster()
+        && broken::mode() == broken::Broken::None
+}
+
+/// What the machine is given for `request`.
+pub(crate) fn plan_of(inner: &Inner, request: &Request) -> Plan {
+    let spec = &request.spec;
+    let keys = keys::prefixed(&inner.cfg.key_prefix, &request.names);
+    Plan {
+        nodes: inner.nodes.iter().map(|n| n.name.clone()).collect(),
+        script_keys: keys::script_keys(&keys, inner.cfg.fencing),
+        notices: keys.len() == 1,
+        keys,
+        label: request.names.join(", "),
+        lease: Lease {
+            ttl: spec.ttl,
+            drift: inner.cfg.drift_for(spec.ttl),
+            min_validity: spec.min_validity,
+            fencing: inner.cfg.fencing,
+        },
+        node_timeout: inner.cfg.node_timeout_for(spec.ttl),
+        retry_delay: spec.retry_delay,
+        retry_jitter: spec.retry_jitter,
+        retry_count: spec.retry_count,
+        wait_timeout: spec.wait_timeout,
+    }
+}
+
+/// Takes the plain lock `request` asks for.
+pub(super) async fn acquire(
+    inner: &Arc<Inner>,
+    request: Request,
+    cancel: CancellationToken,
+) -> Result<Lock> {
+    inner.ensure_open()?;
+    let began = Instant::now();
+    let plan = plan_of(inner, &request);
+    let label = plan.label.clone();
+    let wait_until = began + request.spec.wait_timeout;
+    let bounded = !request.spec.wait_timeout.is_zero();
+    let mut behind = false;
+    if let Some(arrival) = &request.arrival {
+        // Earlier callers of this client for the key go first.
+        tokio::select! {
+            _ = arrival.turn() => {}
+            _ = cancel.cancelled() => return Err(aborted(&label, 0)),
+            _ = tokio::time::sleep_until(wait_until.into()), if bounded => {
+                return Err(behind_earlier(&label, request.spec.wait_timeout));
+            }
+        }
+        inner.ensure_open()?;
+        // Earlier callers already wait in the key's line: wait behind them
+        // rather than try at once (a try just after a release would overtake them).
+        let waits = plan.notices && request.spec.retry_count != Some(0) && bounded;
+        behind = waits && inner.waiters.waiting_before(&plan.keys[0], arrival.seq());
+    }
+    // Connected before the validity clock starts, so it does not pay for a handshake.
+    // A node it could not connect to answers the first attempt with that.
+    let mut unreached = vec![None; inner.nodes.len()];
+    if !behind {
+        tokio::select! {
+            cons = connect_first(inner, plan.node_timeout) => {
+                for (slot, con) in unreached.iter_mut().zip(cons) {
+                    *slot = con.err();
+                }
+            }
+            _ = cancel.cancelled() => {}
+        }
+    }
+    // Cancelled before it began: no attempt at all.
+    if cancel.is_cancelled() {
+        return Err(aborted(&label, 0));
+    }
+    let now = Instant::now();
+    let token = model::token(None);
+    let seed = rand::random();
+    let acq = if behind {
+        Acquisition::behind(plan, token, seed, now)
+    } else {
+        Acquisition::new(plan, token, seed, now)
+    }
+    .waited_since(began);
+    Driver {
+        inner: inner.clone(),
+        acq,
+        queued: None,
+        replies: mpsc::unbounded_channel(),
+        unreached,
+    }
+    .run(request, behind, &cancel)
+    .await
+}
+
+/// An acquisition another driver (the JS thread's) began and left paused
+/// before its next attempt, with its request, for this driver to go on with;
+/// `listen`: it was contended and asks to hear the key's release notices.
+pub struct Continued {
+    pub(crate) acq: Acquisition,
+    pub(crate) request: Request,
+    pub(crate) listen: bool,
+}
+
+/// Goes on with an acquisition the JS thread's driver began.
+pub(crate) async fn continued(
+    inner: &Arc<Inner>,
+    continued: Continued,
+    cancel: CancellationToken,
+) -> Result<Lock> {
+    let Continued {
+        acq,
+        request,
+        listen,
+    } = continued;
+    Driver {
+        inner: inner.clone(),
+        acq,
+        queued: None,
+        replies: mpsc::unbounded_channel(),
+        unreached: vec![None; inner.nodes.len()],
+    }
+    .run(request, listen, &cancel)
+    .await
+}
+
+struct Driver {
+    inner: Arc<Inner>,
+    acq: Acquisition,
+    queued: Option<Queued>,
+    replies: (
+        mpsc::UnboundedSender<Arrived>,
+        mpsc::UnboundedReceiver<Arrived>,
+    ),
+    /// Nodes the first attempt could not connect to, and why.
+    unreached: Vec<Option<NodeAnswer>>,
+}
+
+impl Driver {
+    async fn run(
+        mut self,
+        request: Request,
+        listen: bool,
+        cancel: &CancellationToken,
+    ) -> Result<Lock> {
+        let key = self.acq.plan().keys[0].clone();
+        if listen {
+            self.queue_up(&key, &request, cancel).await;
+        }
+        loop {
+            self.send();
+            while let Some(event) = self.acq.poll_event() {
+                match event {
+                    Event::Fault { node, answer } => {
+                        self.inner.report_fault(&self.inner.nodes[node], &answer)
+                    }
+                    Event::Contended => {
+                        self.inner.stats.contended.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Event::Woken => {
+                        self.inner.stats.woken.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Event::Listen => self.queue_up(&key, &request, cancel).await,
+                    Event::Answered => {
+                        if let Some(arrival) = &request.arrival {
+                            arrival.answered();
+                        }
+                    }
+                }
+            }
+            if let Some(outcome) = self.acq.outcome() {
+                return self.end(outcome, request);
+            }
+            if self.queued.as_ref().is_some_and(Queued::heard) {
+                self.acq.listening();
+            }
+            let at = self.acq.poll_timeout();
+            let woken = async {
+                match &self.queued {
+                    Some(q) => q.place.woken().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                Some((node, purpose, answer)) = self.replies.1.recv() => {
+                    self.acq.handle_reply(node, purpose, answer, Instant::now());
+                }
+                _ = sleep_until(at) => {
+                    let now = Instant::now();
+                    let behind_first = self.acq.waits_in_line()
+                        && request.arrival.is_some()
+                        && self.queued.as_ref().is_some_and(|q| {
+                            at.is_some_and(|at| now >= at)
+                                && self.inner.waiters.wake_first_instead(&key, &q.place)
+                        });
+                    if behind_first {
+                        self.acq.handle_behind(now);
+                    } else {
+                        self.acq.handle_timeout(now);
+                    }
+                }
+                _ = woken => {
+                    self.acq.handle_notice(Instant::now());
+                }
+                _ = cancel.cancelled() => self.acq.cancel(Cancel::Aborted),
+            }
+            if self.inner.ensure_open().is_err() {
+                self.acq.cancel(Cancel::Closed);
+            }
+        }
+    }
+
+    /// Joins the key's line (its release notices wake the first in it); a
+    /// cancel meanwhile ends the acquisition.
+    async fn queue_up(&mut self, key: &str, request: &Request, cancel: &CancellationToken) {
+        if self.queued.is_some() {
+            return;
+        }
+        let pause = request.spec.retry_delay;
+        let joining = queue_up(
+            &self.inner,
+            key,
+            self.acq.token(),
+            request.arrival.as_ref(),
+            pause,
+        );
+        let q = tokio::select! {
+            q = joining => q,
+            _ = cancel.cancelled() => {
+                self.acq.cancel(Cancel::Aborted);
+                return;
+            }
+        };
+        if q.heard() {
+            self.acq.listening();
+        }
+        self.queued = Some(q);
+    }
+
+    /// Sends every command the machine has for the nodes; an attempt that
+    /// goes out after a pause spends a notice that came meanwhile.
+    fn send(&mut self) {
+        let mut attempt = false;
+        while let Some(t) = self.acq.poll_transmit() {
+            attempt |= matches!(t.purpose, Purpose::Attempt(_));
+            self.transmit(t, self.replies.0.clone());
+        }
+        if let (true, Some(q)) = (attempt, &self.queued) {
+            q.place.consume();
+        }
+    }
+
+    fn transmit(&mut self, t: Transmit, to: mpsc::UnboundedSender<Arrived>) {
+        if t.purpose == Purpose::Attempt(1) {
+            if let Some(answer) = self.unreached.get_mut(t.node).and_then(Option::take) {
+                let _ = to.send((t.node, t.purpose, Err(answer)));
+                return;
+            }
+        }
+        let inner = self.inner.clone();
+        let timeout = self.acq.node_timeout();
+        tokio::spawn(async move {
+            let node = &inner.nodes[t.node];
+            let answer = node.send(&t.call, timeout, inner.nodes.len() == 1).await;
+            let _ = to.send((t.node, t.purpose, answer));
+        });
+    }
+
+    /// The outcome: a won attempt becomes a held lock (its late answers still
+    /// reach its record); the undo still owed goes out in the background.
+    fn end(mut self, outcome: Outcome, request: Request) -> Result<Lock> {
+        let owed: Vec<Transmit> = std::iter::from_fn(|| self.acq.poll_transmit()).collect();
+        if !owed.is_empty() {
+            let inner = self.inner.clone();
+            let timeout = self.acq.node_timeout();
+            self.inner.in_background(async move {
+                let sent = owed.into_iter().map(|t| {
+                    let inner = inner.clone();
+                    async move { inner.nodes[t.node].send(&t.call, timeout, false).await }
+                });
+                // Its answers change nothing: what it could not delete expires by TTL.
+                futures_util::future::join_all(sent).await;
+            });
+        }
+        let won = match outcome {
+            Outcome::Failed(e) => return Err(e),
+            Outcome::Won(won) => won,
+        };
+        let keys = self.acq.plan().keys.clone();
+        let inner = self.inner.clone();
+        if !self.acq.all_answered() {
+            self.late_answers();
+        }
+        register(&inner, keys, won, &request)
+    }
+
+    /// The nodes still out after a won attempt answer into its record, in
+    /// the background (`settled()` and `close()` wait for them).
+    fn late_answers(self) {
+        let Driver {
+            inner,
+            mut acq,
+            replies: (tx, mut rx),
+            ..
+        } = self;
+        drop(tx);
+        let reporter = inner.clone();
+        inner.in_background(async move {
+            while let Some((node, purpose, answer)) = rx.recv().await {
+                acq.handle_reply(node, purpose, answer, Instant::now());
+                for event in std::iter::from_fn(|| acq.poll_event()) {
+                    if let Event::Fault { node, answer } = event {
+                        reporter.report_fault(&reporter.nodes[node], &answer);
+                    }
+                }
+                if acq.all_answered() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// A won attempt becomes a held lock of `request` on `keys` (none if the
+/// client was closed meanwhile: it is given back).
+pub(crate) fn register(
+    inner: &Arc<Inner>,
+    keys: Vec<String>,
+    won: Won,
+    request: &Request,
+) -> Result<Lock> {
+    let Won {
+        token,
+        attempts,
+        started,
+        answers,
+        record,
+        fence,
+    } = won;
+    let attempt = Attempt {
+        sent: vec![true; answers.len()],
+        answers,
+        record,
+        fence,
+        started,
+        replicas: None,
+        stray: Vec::new(),
+        member: None,
+    };
+    let lock = inner.register(Register {
+        keys,
+        token,
+        kind: LockKind::Plain,
+        attempts,
+        started: broken::validity_start(started),
+        spec: &request.spec,
+        attempt: &attempt,
+    });
+    inner.unless_closed(lock)
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
