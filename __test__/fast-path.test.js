@@ -169,6 +169,66 @@ for (const fast of [true, false]) {
       }
     })
 
+    test('a waitTimeout shorter than the node timeout ends an attempt on a stalled node at the wait, and its undo runs after it', async () => {
+      const server = await startRedis()
+      const probe = inspector(server)
+      try {
+        const locks = client(fast, { url: server.url, commandTimeout: 5000 })
+        const key = 'fast:short-wait'
+        await waitFor(async () => {
+          await (await locks.acquire(key, { ttl: 2000 })).release()
+          return !fast || (await fastConns(probe)).length === 1
+        }, { what: 'a fast connection' })
+        server.pause()
+        const t0 = performance.now()
+        const err = await locks.acquire(key, { ttl: 10000, waitTimeout: 300 }).catch((e) => e)
+        const took = performance.now() - t0
+        server.resume()
+        assert.equal(err.code, 'ERR_LOCK_TIMEOUT', err.message)
+        assert.ok(took >= 250 && took < 3000, `failed after ${took} ms, not at the 300 ms wait (the node timeout is 5000)`)
+        // The attempt ran once the node went on, and its undo after it: no ghost key.
+        await waitFor(async () => (await probe.exists(key)) === 0, { what: 'no ghost key after the abandoned attempt', timeout: 3000 })
+        const lock = await locks.acquire(key, { ttl: 2000, waitTimeout: 2000 })
+        await lock.release()
+        await locks.close()
+      } finally {
+        probe.disconnect()
+        await server.stop()
+      }
+    })
+
+    test('an abort mid-attempt on a stalled node rejects at once, and its undo runs after the attempt', async () => {
+      const server = await startRedis()
+      const probe = inspector(server)
+      try {
+        const locks = client(fast, { url: server.url, commandTimeout: 5000 })
+        const key = 'fast:abort-stalled'
+        await waitFor(async () => {
+          await (await locks.acquire(key, { ttl: 2000 })).release()
+          return !fast || (await fastConns(probe)).length === 1
+        }, { what: 'a fast connection' })
+        server.pause()
+        const ac = new AbortController()
+        const pending = locks.acquire(key, { ttl: 10000, signal: ac.signal }).catch((e) => e)
+        await new Promise((resolve) => setTimeout(resolve, 100))
+        const t0 = performance.now()
+        ac.abort()
+        const err = await pending
+        const took = performance.now() - t0
+        server.resume()
+        assert.equal(err.code, 'ERR_LOCK_ABORTED', err.message)
+        assert.ok(took < 2500, `rejected ${took} ms after the abort, not at it (the node timeout is 5000)`)
+        // The attempt ran once the node went on, and its undo after it: no ghost key.
+        await waitFor(async () => (await probe.exists(key)) === 0, { what: 'no ghost key after the aborted attempt', timeout: 3000 })
+        const lock = await locks.acquire(key, { ttl: 2000, waitTimeout: 2000 })
+        await lock.release()
+        await locks.close()
+      } finally {
+        probe.disconnect()
+        await server.stop()
+      }
+    })
+
     test('a restarted server is reconnected to', async () => {
       const server = await startRedis()
       let probe = inspector(server)

@@ -1,3 +1,6 @@
+use std::cell::RefCell;
+use std::rc::Weak;
+
 use napi_derive::napi;
 use tokio_util::sync::CancellationToken;
 
@@ -6,6 +9,8 @@ use tokio_util::sync::CancellationToken;
 #[derive(Default)]
 pub struct CancelHandle {
     pub(crate) token: CancellationToken,
+    /// The acquisitions driven on this JS thread that it cancels, told at once.
+    on_js: RefCell<Vec<Weak<dyn Fn()>>>,
 }
 
 #[napi]
@@ -19,5 +24,17 @@ impl CancelHandle {
     #[napi]
     pub fn cancel(&self) {
         self.token.cancel();
+        let told = std::mem::take(&mut *self.on_js.borrow_mut());
+        for tell in told.iter().filter_map(Weak::upgrade) {
+            tell();
+        }
+    }
+}
+
+impl CancelHandle {
+    /// `tell` runs on this thread when the handle is cancelled (while the
+    /// acquisition keeps it alive).
+    pub(crate) fn on_cancel(&self, tell: Weak<dyn Fn()>) {
+        self.on_js.borrow_mut().push(tell);
     }
 }

@@ -78,16 +78,6 @@ impl Drop for NativeClient {
     }
 }
 
-impl NativeClient {
-    /// A `waitTimeout` shorter than a node's timeout bounds the first attempt
-    /// too: that takes the tokio path, which can stop waiting mid-attempt.
-    fn fast_bounds_fit(&self, request: &core::Request) -> bool {
-        let spec = request.spec();
-        spec.wait_timeout.is_zero()
-            || spec.wait_timeout >= self.core.config().node_timeout_for(spec.ttl)
-    }
-}
-
 #[napi]
 impl NativeClient {
     /// Checks the options and parses the node URLs; connects lazily.
@@ -134,16 +124,14 @@ impl NativeClient {
         let kind = kind.unwrap_or_default().to_kind().map_err(to_napi)?;
         let opts = options.unwrap_or_default().to_core().map_err(to_napi)?;
         let request = kind.prepare(&self.core, keys, &opts).map_err(to_napi)?;
-        // The first attempt at a plain lock goes the fast way unless the caller
-        // may cancel it or bounds it more tightly than a node's own timeout.
-        let request = match cancel {
-            None if request.permits.is_none() && self.fast_bounds_fit(&request) => {
-                match fast::acquire(env, &self.core, Box::new(request)) {
-                    Ok(promise) => return Ok(promise),
-                    Err(request) => *request,
-                }
+        // A plain lock is taken on the JS thread's loop where it has one.
+        let request = if request.permits.is_none() {
+            match fast::acquire(env, &self.core, Box::new(request), cancel) {
+                Ok(promise) => return Ok(promise),
+                Err(request) => *request,
             }
-            _ => request,
+        } else {
+            request
         };
         let cancel = cancel.map(|c| c.token.clone()).unwrap_or_default();
         let client = self.core.clone();

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::clients::{key_of, lookup};
 use super::conn::Conn;
 use super::reactor::Reactor;
+use crate::binding::cancel::CancelHandle;
 use crate::binding::errors::{to_napi, JsResult};
 use crate::binding::lock::NativeLock;
 use crate::binding::settle::{self, Deferred};
@@ -71,7 +72,12 @@ pub fn acquire<'env>(
     env: &'env Env,
     client: &core::Client,
     request: Box<Request>,
+    cancel: Option<&CancelHandle>,
 ) -> std::result::Result<PromiseRaw<'env, NativeLock>, Box<Request>> {
+    // Cancelled already: the other driver answers it without an attempt.
+    if cancel.is_some_and(|c| c.token.is_cancelled()) {
+        return Err(request);
+    }
     let Some((r, fast)) = lookup(env, key_of(client)) else {
         return Err(request);
     };
@@ -92,8 +98,25 @@ pub fn acquire<'env>(
         deferred: Cell::new(Some(deferred)),
         client: client.clone(),
         env: raw_env,
+        alarm: Cell::new(None),
+        cancel: cancel.map(|c| c.token.clone()),
+        cancel_asked: Cell::new(false),
+        told: RefCell::new(None),
     });
+    if let Some(handle) = cancel {
+        let weak = Rc::downgrade(&driving);
+        let tell: Rc<dyn Fn()> = Rc::new(move || {
+            if let Some(d) = weak.upgrade() {
+                d.cancel_asked.set(true);
+                d.pump();
+                d.rearm();
+            }
+        });
+        handle.on_cancel(Rc::downgrade(&tell));
+        *driving.told.borrow_mut() = Some(tell);
+    }
     driving.send_all(first);
+    driving.rearm();
     Ok(PromiseRaw::new(raw_env, promise))
 }
 
@@ -107,6 +130,14 @@ struct Driving {
     deferred: Cell<Option<Deferred>>,
     client: core::Client,
     env: sys::napi_env,
+    /// The reactor's alarm at the machine's `poll_timeout`, while it runs here.
+    alarm: Cell<Option<(Instant, u64)>>,
+    /// The caller's cancel, for the tokio driver if it goes on there.
+    cancel: Option<CancellationToken>,
+    /// The caller cancelled: the machine hears it at its next turn.
+    cancel_asked: Cell<bool>,
+    /// What the caller's cancel handle calls (it holds it weakly).
+    told: RefCell<Option<Rc<dyn Fn()>>>,
 }
 
 impl Driving {
@@ -137,16 +168,63 @@ impl Driving {
             let Ok(mut op) = self.op.try_borrow_mut() else {
                 return;
             };
-            let Some((node, purpose, reply)) = self.inbox.borrow_mut().pop_front() else {
-                return;
+            let step = if self.cancel_asked.replace(false) {
+                op.cancel()
+            } else {
+                let next = self.inbox.borrow_mut().pop_front();
+                let Some((node, purpose, reply)) = next else {
+                    return;
+                };
+                op.answer(node, purpose, reply, Instant::now())
             };
-            let step = op.answer(node, purpose, reply, Instant::now());
             let sends = op.sends();
             let faulted = op.faulted();
             drop(op);
             self.settle(step, faulted);
             self.send_all(sends);
+            self.rearm();
         }
+    }
+
+    /// Arms the reactor's alarm at the instant the machine names (its wait
+    /// ending mid-attempt, a node's bound), or disarms it once there is none.
+    fn rearm(self: &Rc<Self>) {
+        let Ok(op) = self.op.try_borrow() else {
+            return;
+        };
+        let at = op.poll_timeout();
+        drop(op);
+        let armed = self.alarm.get();
+        if armed.map(|(t, _)| t) == at {
+            return;
+        }
+        if let Some(key) = armed {
+            self.alarm.set(None);
+            self.reactor.disarm(key);
+        }
+        if let Some(at) = at {
+            let me = self.clone();
+            let key = self.reactor.alarm(at, Box::new(move || me.alarmed(at)));
+            self.alarm.set(Some(key));
+        }
+    }
+
+    /// The alarm at `at` went off: the machine hears the time.
+    fn alarmed(self: &Rc<Self>, at: Instant) {
+        if self.alarm.get().is_some_and(|(t, _)| t == at) {
+            self.alarm.set(None);
+        }
+        let Ok(mut op) = self.op.try_borrow_mut() else {
+            return;
+        };
+        let step = op.timeout(Instant::now());
+        let sends = op.sends();
+        let faulted = op.faulted();
+        drop(op);
+        self.settle(step, faulted);
+        self.send_all(sends);
+        self.pump();
+        self.rearm();
     }
 
     fn settle(&self, step: fast::Step, faulted: bool) {
@@ -164,9 +242,10 @@ impl Driving {
             fast::Step::Failed(e) => finish::<NativeLock>(env, deferred, Err(to_napi(e)), faulted),
             fast::Step::Continue(next) => {
                 let client = self.client.clone();
+                let cancel = self.cancel.clone().unwrap_or_default();
                 let _ = settle::settle_deferred_later(env, deferred, async move {
                     let lock = client
-                        .acquire_continued(*next, CancellationToken::new())
+                        .acquire_continued(*next, cancel)
                         .await
                         .map_err(to_napi)?;
                     Ok(NativeLock { lock })

@@ -3,7 +3,7 @@
 //! every handle before the environment goes.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::c_void;
 use std::ptr;
 use std::rc::{Rc, Weak};
@@ -35,6 +35,30 @@ pub(super) struct Reactor {
     /// Open while the environment lives: connect threads hand their result
     /// over only through an open gate (the queue dies with the environment).
     pub(super) gate: Arc<Mutex<bool>>,
+    /// Callbacks due at an instant (an acquisition's `poll_timeout`), by id;
+    /// the same deadline timer fires them.
+    pub(super) alarms: RefCell<Alarms>,
+}
+
+/// One-shot callbacks at instants, kept in order of when they are due.
+#[derive(Default)]
+pub(super) struct Alarms {
+    next_id: u64,
+    due: BTreeMap<(Instant, u64), Box<dyn FnOnce()>>,
+}
+
+impl Alarms {
+    /// The callbacks due by `now`, taken out.
+    fn take_due(&mut self, now: Instant) -> Vec<Box<dyn FnOnce()>> {
+        let later = self.due.split_off(&(now, u64::MAX));
+        std::mem::replace(&mut self.due, later)
+            .into_values()
+            .collect()
+    }
+
+    fn earliest(&self) -> Option<Instant> {
+        self.due.keys().next().map(|(at, _)| *at)
+    }
 }
 
 thread_local! {
@@ -140,6 +164,7 @@ pub(super) fn reactor(env: sys::napi_env) -> Option<Rc<Reactor>> {
             context,
             queue,
             gate: Arc::new(Mutex::new(true)),
+            alarms: RefCell::default(),
         });
         REACTOR
             .try_with(|slot| *slot.borrow_mut() = Some(r.clone()))
@@ -158,6 +183,9 @@ unsafe extern "C" fn cleanup(hook: sys::napi_async_cleanup_hook_handle, _: *mut 
     };
     *r.gate.lock().unwrap_or_else(|p| p.into_inner()) = false;
     r.clients.borrow_mut().clear();
+    // What an alarm would do needs the environment: it never runs.
+    let alarms = std::mem::take(&mut *r.alarms.borrow_mut());
+    drop(alarms);
     let conns: Vec<Weak<Conn>> = r.conns.borrow_mut().drain(..).collect();
     for conn in conns.iter().filter_map(Weak::upgrade) {
         conn.abandon();
@@ -226,9 +254,29 @@ impl Reactor {
         unsafe { self.uv.timer_start(self.timer, on_timer, ms) };
     }
 
-    /// The earliest deadline of any reply owed (dropping closed connections).
+    /// Runs `f` on this thread at `at` (or as soon after as the loop is
+    /// free); the id cancels it ([`Reactor::disarm`]).
+    pub(super) fn alarm(&self, at: Instant, f: Box<dyn FnOnce()>) -> (Instant, u64) {
+        let key = {
+            let mut alarms = self.alarms.borrow_mut();
+            alarms.next_id += 1;
+            let key = (at, alarms.next_id);
+            alarms.due.insert(key, f);
+            key
+        };
+        self.arm_for(at);
+        key
+    }
+
+    /// Cancels an alarm that has not run (what it holds is dropped).
+    pub(super) fn disarm(&self, key: (Instant, u64)) {
+        let f = self.alarms.borrow_mut().due.remove(&key);
+        drop(f);
+    }
+
+    /// The earliest deadline of any reply owed or alarm due (dropping closed connections).
     pub(super) fn next_deadline(&self) -> Option<Instant> {
-        let mut next: Option<Instant> = None;
+        let mut next: Option<Instant> = self.alarms.borrow().earliest();
         self.conns.borrow_mut().retain(|c| match c.upgrade() {
             Some(c) if !c.closed.get() => {
                 if let Some(d) = c.wire.try_borrow().ok().and_then(|w| w.next_deadline()) {
@@ -262,6 +310,10 @@ unsafe extern "C" fn on_timer(_: Handle) {
             }
             deliver(done);
             conn.update();
+        }
+        let due = r.alarms.borrow_mut().take_due(now);
+        for f in due {
+            f();
         }
     });
     if let Some(at) = r.next_deadline() {

@@ -1,7 +1,8 @@
 //! The JS thread's driver of a plain lock's acquisition: it runs the
 //! acquisition machine (`ops::acquisition`) as the thread's loop reads the
 //! nodes' replies, sends what the machine asks for (an attempt, its undo)
-//! on the same connections, and decides nothing. Won or failed, it settles
+//! on the same connections, wakes it at the instant it names (its wait
+//! ending mid-attempt) on the same loop's timer, and decides nothing. Won or failed, it settles
 //! here; once the machine pauses before another attempt (nothing in
 //! flight), the tokio driver goes on with the same machine, where release
 //! notices and the caller's timers are heard.
@@ -129,6 +130,32 @@ impl FastAcquire {
         if self.request.is_some() && !acq.is_done() && self.inner.ensure_open().is_err() {
             acq.cancel(Cancel::Closed);
         }
+        self.step()
+    }
+
+    /// The instant the machine must be woken at (a node's bound, the wait),
+    /// while this driver runs it.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.acq.as_ref().and_then(Acquisition::poll_timeout)
+    }
+
+    /// The time is `now`: what came due happens (the wait ending mid-attempt
+    /// fails it, its undo owed on every node it went to).
+    pub fn timeout(&mut self, now: Instant) -> Step {
+        let Some(acq) = self.acq.as_mut() else {
+            return Step::Pending;
+        };
+        acq.handle_timeout(now);
+        self.step()
+    }
+
+    /// The caller stopped waiting: the outcome is `ERR_LOCK_ABORTED`,
+    /// and an attempt in flight is undone on every node it went to.
+    pub fn cancel(&mut self) -> Step {
+        let Some(acq) = self.acq.as_mut() else {
+            return Step::Pending;
+        };
+        acq.cancel(Cancel::Aborted);
         self.step()
     }
 
@@ -293,6 +320,29 @@ mod tests {
         let step = op.answer(0, Purpose::Attempt(1), held(5), Instant::now());
         assert!(matches!(step, Step::Continue(_)));
         assert!(op.sends().is_empty());
+    }
+
+    #[test]
+    fn a_wait_shorter_than_the_node_timeout_ends_the_attempt_here() {
+        let c = client(1);
+        let opts = AcquireOptions {
+            wait_timeout: Some(ms(50)),
+            ..AcquireOptions::default()
+        };
+        let request = c.prepare_lock(vec!["k".into()], &opts).expect("a request");
+        let Ok(mut op) = fast_acquire(&c, Box::new(request)) else {
+            panic!("a plain lock is driven here");
+        };
+        op.sends();
+        let at = op.poll_timeout().expect("the wait bounds the attempt");
+        assert!(matches!(op.timeout(at - ms(1)), Step::Pending), "not yet");
+        let Step::Failed(e) = op.timeout(at) else {
+            panic!("the wait is over");
+        };
+        assert_eq!(e.code, crate::core::error::ErrorCode::Timeout);
+        let undo: Vec<Purpose> = op.sends().iter().map(|s| s.purpose).collect();
+        assert_eq!(undo, [Purpose::Undo(1)], "the attempt in flight is undone");
+        assert!(op.poll_timeout().is_none(), "nothing more to wake for");
     }
 
     #[test]

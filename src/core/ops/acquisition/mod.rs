@@ -92,6 +92,9 @@ pub struct Acquisition {
     /// The won attempt, still taking the answers of the nodes that were out
     /// when it was decided (they go to its record), and how many are.
     won: Option<(u32, Acquire, usize)>,
+    /// Commands it answered as timed out itself: the transport's own timeout
+    /// for one of them, coming after, is the same fault, not a second one.
+    expired: Vec<(Purpose, usize)>,
 }
 
 impl Acquisition {
@@ -142,6 +145,7 @@ impl Acquisition {
             heard: false,
             asked_to_listen: false,
             won: None,
+            expired: Vec::new(),
         }
     }
 
@@ -309,6 +313,12 @@ impl Acquisition {
                 }
             }
             _ => {
+                if matches!(reply, Err(NodeAnswer::Timeout)) {
+                    if let Some(at) = self.expired.iter().position(|e| *e == (purpose, node)) {
+                        self.expired.swap_remove(at);
+                        return;
+                    }
+                }
                 let answer = match (purpose, reply) {
                     (_, Err(answer)) => answer,
                     (Purpose::Undo(_), Ok(r)) => {
@@ -341,6 +351,9 @@ impl Acquisition {
                     return;
                 }
                 let late: Vec<usize> = (0..out.len()).filter(|&i| out[i]).collect();
+                let n = self.attempts();
+                self.expired
+                    .extend(late.iter().map(|&i| (Purpose::Attempt(n), i)));
                 for i in late {
                     if let Phase::Attempt { out, .. } = &mut self.phase {
                         out[i] = false;
@@ -348,7 +361,9 @@ impl Acquisition {
                     self.attempt_answer(i, Err(NodeAnswer::Timeout), now);
                 }
             }
-            Phase::Undo { deadline, out, .. } => {
+            Phase::Undo {
+                n, deadline, out, ..
+            } => {
                 if wait_over {
                     self.time_out();
                     return;
@@ -356,8 +371,10 @@ impl Acquisition {
                 if now < *deadline {
                     return;
                 }
+                let n = *n;
                 for (i, o) in out.iter_mut().enumerate() {
                     if std::mem::take(o) {
+                        self.expired.push((Purpose::Undo(n), i));
                         self.events.push_back(Event::Fault {
                             node: i,
                             answer: NodeAnswer::Timeout,

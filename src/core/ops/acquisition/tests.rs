@@ -601,3 +601,43 @@ fn a_contended_attempt_asks_to_listen_once_and_only_with_notices() {
     b.handle_reply(0, Purpose::Attempt(1), held(50), t0 + ms(1));
     assert_eq!(events(&mut b), vec![Event::Contended, Event::Answered]);
 }
+
+#[test]
+fn a_node_it_timed_out_itself_is_one_fault_though_the_transport_times_it_out_too() {
+    let t0 = Instant::now();
+    let mut a = Acquisition::new(plan(1, 10_000, None, false), "tok".into(), 1, t0);
+    drain(&mut a);
+    a.handle_timeout(t0 + ms(500));
+    let faults = |e: Vec<Event>| {
+        e.into_iter()
+            .filter(|e| matches!(e, Event::Fault { .. }))
+            .count()
+    };
+    assert_eq!(faults(events(&mut a)), 1, "the machine's own timeout");
+    let undo = drain(&mut a);
+    assert!(
+        undo.iter().all(is_release) && undo.len() == 1,
+        "in doubt: undone"
+    );
+    a.handle_reply(
+        0,
+        Purpose::Attempt(1),
+        Err(NodeAnswer::Timeout),
+        t0 + ms(501),
+    );
+    assert_eq!(
+        faults(events(&mut a)),
+        0,
+        "the transport's timeout of the same command"
+    );
+    a.handle_timeout(t0 + ms(1001));
+    assert_eq!(faults(events(&mut a)), 1, "the undo's own timeout");
+    a.handle_reply(0, Purpose::Undo(1), Err(NodeAnswer::Timeout), t0 + ms(1002));
+    assert_eq!(faults(events(&mut a)), 0, "and the transport's, once");
+    a.handle_reply(0, Purpose::Undo(1), Err(NodeAnswer::Timeout), t0 + ms(1003));
+    assert_eq!(
+        faults(events(&mut a)),
+        1,
+        "a third answer is not the same one"
+    );
+}
