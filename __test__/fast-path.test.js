@@ -96,6 +96,26 @@ for (const fast of [true, false]) {
       await locks.close()
     })
 
+    test('close() ends an acquisition waiting for its next attempt with ERR_LOCK_CLOSED at once', async () => {
+      const holder = client(fast, { url: servers[0].url })
+      const locks = client(fast, { url: servers[0].url })
+      await warm(locks, fast)
+      const held = await holder.acquire('fast:closing', { ttl: 10000 })
+      const began = Date.now()
+      const waiting = locks.acquire('fast:closing', { ttl: 5000, retryDelay: 8000, waitTimeout: 20000 })
+      const outcome = waiting.then(() => 'took the lock', (e) => e)
+      // Waiting in line: the client's subscriber connection listens for the key's releases.
+      await waitFor(async () => (await probes[0].pubsub('NUMSUB', '__lockdog:released:fast:closing'))[1] >= 1, {
+        what: 'the waiter in line',
+      })
+      await locks.close()
+      const err = await outcome
+      assert.equal(err.code, 'ERR_LOCK_CLOSED', String(err))
+      assert.ok(Date.now() - began < 4000, `ended by close(), not by its 8 s pause: ${Date.now() - began} ms`)
+      assert.equal(await probes[0].get('fast:closing'), held.token, 'the holder still holds it')
+      assert.equal(await held.release(), true)
+    })
+
     test('a release that finds the key taken over is a loss', async () => {
       const locks = client(fast, { url: servers[0].url })
       await warm(locks, fast)
@@ -256,17 +276,79 @@ for (const fast of [true, false]) {
   })
 }
 
-test('a process that used the fast path ends by itself', async () => {
-  for (const mode of ['close', 'open']) {
+test('a process that used the fast path ends by itself, and not before its acquisition waiting on a timer', async () => {
+  for (const mode of ['close', 'open', 'waits']) {
     const run = runWorker('fast-exits.js', [servers[0].url, mode])
     const timer = setTimeout(() => run.child.kill('SIGKILL'), 20000)
     const r = await run.exited
     clearTimeout(timer)
     assert.equal(r.signal ?? null, null, `the ${mode} process did not end by itself within 20 s`)
     assert.equal(r.code, 0, r.stderr)
-    assert.deepEqual(r.lines.at(-1), { done: mode })
+    const last = r.lines.at(-1)
+    assert.equal(last?.done, mode, `the ${mode} process said it was done: ${JSON.stringify(r.lines)}`)
+    if (mode === 'waits') assert.ok(last.attempts >= 2, `waited for the held key: ${last.attempts} attempts`)
+    else assert.equal(last.attempts, 1)
   }
 })
+
+/** Every command a server runs from now on, with the address it came from. */
+async function monitorOf(probe) {
+  const seen = []
+  const monitor = await probe.monitor()
+  monitor.on('monitor', (time, args, source) => seen.push({ args: args.map(String), source }))
+  return { seen, stop: () => monitor.disconnect() }
+}
+
+/** The addresses of the fast connections a server sees. */
+async function fastAddrs(probe) {
+  const list = await probe.client('LIST')
+  return list
+    .split('\n')
+    .filter((l) => l.includes('name=lockdog-fast'))
+    .map((l) => /addr=(\S+)/.exec(l)?.[1])
+}
+
+for (const how of ['plain', 'signal', 'waitTimeout']) {
+  test(`a contended acquire (${how}) runs on the JS thread from first attempt to outcome: a release notice wakes it there`, async () => {
+    const holder = client(false, { url: servers[0].url })
+    const locks = client(true, { url: servers[0].url })
+    await warm(locks, true)
+    const key = `fast:whole:${how}`
+    const held = await holder.acquire(key, { ttl: 10000 })
+    const monitor = await monitorOf(probes[0])
+    try {
+      const opts = { ttl: 10000, retryDelay: 3000 }
+      if (how === 'signal') opts.signal = new AbortController().signal
+      if (how === 'waitTimeout') opts.waitTimeout = 8000
+      const woken = locks.stats().woken
+      const waiting = locks.acquire(key, opts)
+      // In line once the client's subscriber connection listens for the key's releases.
+      await waitFor(async () => (await probes[0].pubsub('NUMSUB', `__lockdog:released:${key}`))[1] >= 1, {
+        what: 'the waiter subscribed',
+      })
+      const released = Date.now()
+      assert.equal(await held.release(), true)
+      const lock = await waiting
+      assert.ok(Date.now() - released < 2500, 'woken by the release, not by its 3 s retry timer')
+      assert.equal(locks.stats().woken, woken + 1, 'a release notice woke it')
+      assert.equal(await lock.release(), true)
+      // What scripts run inside the server shows as coming from 'lua'.
+      const ours = () => monitor.seen.filter((c) => c.source !== 'lua' && c.args.includes(lock.token))
+      assert.ok(lock.attempts >= 2, `contended first: ${lock.attempts} attempts`)
+      await waitFor(() => ours().length >= lock.attempts + 1, { what: 'the attempts and the release on the monitor' })
+      const fast = await fastAddrs(probes[0])
+      assert.equal(fast.length, 1, 'one fast connection')
+      assert.deepEqual(
+        ours().filter((c) => c.source !== fast[0]),
+        [],
+        'every command of the acquisition (and its release) went out on the JS thread\'s connection',
+      )
+      assert.equal(lock.attempts, ours().length - 1, 'each attempt is on the monitor once')
+    } finally {
+      monitor.stop()
+    }
+  })
+}
 
 test('worker threads have fast paths of their own', async () => {
   const code = `

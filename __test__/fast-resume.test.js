@@ -1,8 +1,8 @@
 'use strict'
 
-// The fast path's first attempt that does not take the lock is judged once
-// and undone once: the acquire loop on tokio goes on from its verdict (pause,
-// next attempt, or the error) without undoing it again. Counted on the node
+// An attempt that does not take the lock is judged once and undone once: the
+// acquisition goes on from its verdict (pause, next attempt, or the error)
+// without undoing it again. Counted on the node
 // that granted it, with INFO commandstats (every acquire and release is a
 // script call there). Redlock on three nodes, two of them held by another;
 // the tokio path (LOCKDOG_FAST_PATH=0) counts the same.

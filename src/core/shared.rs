@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use crate::core::broken;
 use crate::core::config::ClientConfig;
@@ -45,6 +46,9 @@ pub(crate) struct Inner {
     pub cfg: ClientConfig,
     pub nodes: Vec<Node>,
     pub closed: AtomicBool,
+    /// Cancelled when `close()` begins: an acquisition waiting for its next
+    /// attempt ends with `ERR_LOCK_CLOSED` then, not at its next timer.
+    pub closing: CancellationToken,
     pub next_id: AtomicU64,
     pub stats: Stats,
     pub watchdog: Watchdog,
@@ -86,6 +90,7 @@ impl Inner {
             cfg,
             nodes,
             closed: AtomicBool::new(false),
+            closing: CancellationToken::new(),
             next_id: AtomicU64::new(1),
             stats: Stats::default(),
             watchdog: Watchdog::default(),

@@ -67,6 +67,24 @@ impl FastClient {
         (!saturated && conns.len() == self.slots.len()).then_some(conns)
     }
 
+    /// Node `i`'s connection if it is ready; otherwise it starts connecting
+    /// (unless it is, or failed just now) and there is none for now.
+    pub(super) fn conn(&self, r: &Reactor, i: usize) -> Option<Rc<Conn>> {
+        let mut slot = self.slots.get(i)?.borrow_mut();
+        if let Slot::Ready(conn) = &*slot {
+            if conn.usable() {
+                return Some(conn.clone());
+            }
+            *slot = Slot::Idle(None);
+        }
+        if let Slot::Idle(after) = &*slot {
+            if after.is_none_or(|t| Instant::now() >= t) {
+                *slot = self.connect(r, i);
+            }
+        }
+        None
+    }
+
     /// Opens node `i`'s connection on a thread of its own; the JS thread
     /// takes it over when done.
     pub(super) fn connect(&self, r: &Reactor, i: usize) -> Slot {
@@ -154,9 +172,18 @@ pub fn forget(client: &core::Client) {
     });
 }
 
+/// Its environment ends: no more fast operations, and its acquisitions on
+/// this thread go unsettled (nothing may call into JS any more).
+pub fn abandon(client: &core::Client) {
+    super::acquire::forget_of(key_of(client));
+    forget(client);
+}
+
 /// The client closes: no more fast operations.
 pub fn retire(client: &core::Client) {
-    forget(client)
+    // Its acquisitions end first: an attempt in flight is undone on its connections.
+    super::acquire::closing(key_of(client));
+    forget(client);
 }
 
 pub(super) fn lookup(env: &Env, key: usize) -> Option<(Rc<Reactor>, Rc<FastClient>)> {

@@ -6,10 +6,13 @@
 //! take the tokio path. State is per JS thread (workers have their own loops).
 //!
 //! `reactor` holds a thread's loop, deadline timer and teardown, `conn` one
-//! connection's poll handle, `clients` each client's connections, `ops` the
-//! operations' promises (the operations themselves are `core::fast`'s), and
+//! connection's poll handle, `clients` each client's connections, `acquire` an
+//! acquisition's promise and its wakes, `ops` release's and extend's
+//! promises (the operations themselves are `core::fast`'s), and
 //! `runtime` tells Node's own loop from the runtimes that only mimic it.
 
+#[cfg(unix)]
+mod acquire;
 #[cfg(unix)]
 mod clients;
 #[cfg(unix)]
@@ -24,9 +27,11 @@ mod runtime;
 mod uv;
 
 #[cfg(unix)]
-pub use clients::{forget, register, retire};
+pub use acquire::acquire;
 #[cfg(unix)]
-pub use ops::{acquire, extend, release};
+pub use clients::{abandon, forget, register, retire};
+#[cfg(unix)]
+pub use ops::{extend, release};
 
 #[cfg(not(unix))]
 mod off {
@@ -41,11 +46,13 @@ mod off {
         false
     }
     pub fn forget(_: &core::Client) {}
+    pub fn abandon(_: &core::Client) {}
     pub fn retire(_: &core::Client) {}
     pub fn acquire<'env>(
         _: &'env Env,
         _: &core::Client,
         request: Box<Request>,
+        _: Option<&crate::binding::cancel::CancelHandle>,
     ) -> Result<PromiseRaw<'env, NativeLock>, Box<Request>> {
         Err(request)
     }
@@ -62,4 +69,4 @@ mod off {
 }
 
 #[cfg(not(unix))]
-pub use off::{acquire, extend, forget, register, release, retire};
+pub use off::{abandon, acquire, extend, forget, register, release, retire};

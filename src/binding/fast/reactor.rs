@@ -36,8 +36,11 @@ pub(super) struct Reactor {
     /// over only through an open gate (the queue dies with the environment).
     pub(super) gate: Arc<Mutex<bool>>,
     /// Callbacks due at an instant (an acquisition's `poll_timeout`), by id;
-    /// the same deadline timer fires them.
+    /// the same deadline timer fires them, and keeps the loop alive while
+    /// any is set (an acquisition pausing waits for it).
     pub(super) alarms: RefCell<Alarms>,
+    /// Whether the timer keeps the loop alive now.
+    timer_held: Cell<bool>,
 }
 
 /// One-shot callbacks at instants, kept in order of when they are due.
@@ -165,6 +168,7 @@ pub(super) fn reactor(env: sys::napi_env) -> Option<Rc<Reactor>> {
             queue,
             gate: Arc::new(Mutex::new(true)),
             alarms: RefCell::default(),
+            timer_held: Cell::new(false),
         });
         REACTOR
             .try_with(|slot| *slot.borrow_mut() = Some(r.clone()))
@@ -186,6 +190,7 @@ unsafe extern "C" fn cleanup(hook: sys::napi_async_cleanup_hook_handle, _: *mut 
     // What an alarm would do needs the environment: it never runs.
     let alarms = std::mem::take(&mut *r.alarms.borrow_mut());
     drop(alarms);
+    super::acquire::forget_all();
     let conns: Vec<Weak<Conn>> = r.conns.borrow_mut().drain(..).collect();
     for conn in conns.iter().filter_map(Weak::upgrade) {
         conn.abandon();
@@ -265,13 +270,24 @@ impl Reactor {
             key
         };
         self.arm_for(at);
+        self.hold_loop();
         key
     }
 
     /// Cancels an alarm that has not run (what it holds is dropped).
     pub(super) fn disarm(&self, key: (Instant, u64)) {
         let f = self.alarms.borrow_mut().due.remove(&key);
+        self.hold_loop();
         drop(f);
+    }
+
+    /// The timer keeps the loop alive while an alarm is set: a promise
+    /// waiting on one must not be left behind by an exiting process.
+    fn hold_loop(&self) {
+        let held = !self.alarms.borrow().due.is_empty();
+        if self.timer_held.replace(held) != held {
+            unsafe { self.uv.set_ref(self.timer, held) };
+        }
     }
 
     /// The earliest deadline of any reply owed or alarm due (dropping closed connections).
@@ -315,6 +331,7 @@ unsafe extern "C" fn on_timer(_: Handle) {
         for f in due {
             f();
         }
+        r.hold_loop();
     });
     if let Some(at) = r.next_deadline() {
         r.arm_for(at);

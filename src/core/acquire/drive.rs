@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::attempt::connect_first;
 use super::queue::{queue_up, Queued};
 use crate::core::broken;
-use crate::core::error::{NodeAnswer, Result};
+use crate::core::error::{LockError, NodeAnswer, Result};
 use crate::core::keys;
 use crate::core::lock::Lock;
 use crate::core::model::{self, Attempt, LockKind, Request, Won as Register};
@@ -82,15 +82,13 @@ pub(super) async fn acquire(
         tokio::select! {
             _ = arrival.turn() => {}
             _ = cancel.cancelled() => return Err(aborted(&label, 0)),
+            _ = inner.closing.cancelled() => return Err(LockError::closed()),
             _ = tokio::time::sleep_until(wait_until.into()), if bounded => {
                 return Err(behind_earlier(&label, request.spec.wait_timeout));
             }
         }
         inner.ensure_open()?;
-        // Earlier callers already wait in the key's line: wait behind them
-        // rather than try at once (a try just after a release would overtake them).
-        let waits = plan.notices && request.spec.retry_count != Some(0) && bounded;
-        behind = waits && inner.waiters.waiting_before(&plan.keys[0], arrival.seq());
+        behind = behind_earlier_callers(inner, &plan, &request);
     }
     // Connected before the validity clock starts, so it does not pay for a handshake.
     // A node it could not connect to answers the first attempt with that.
@@ -126,37 +124,6 @@ pub(super) async fn acquire(
         unreached,
     }
     .run(request, behind, &cancel)
-    .await
-}
-
-/// An acquisition another driver (the JS thread's) began and left paused
-/// before its next attempt, with its request, for this driver to go on with;
-/// `listen`: it was contended and asks to hear the key's release notices.
-pub struct Continued {
-    pub(crate) acq: Acquisition,
-    pub(crate) request: Request,
-    pub(crate) listen: bool,
-}
-
-/// Goes on with an acquisition the JS thread's driver began.
-pub(crate) async fn continued(
-    inner: &Arc<Inner>,
-    continued: Continued,
-    cancel: CancellationToken,
-) -> Result<Lock> {
-    let Continued {
-        acq,
-        request,
-        listen,
-    } = continued;
-    Driver {
-        inner: inner.clone(),
-        acq,
-        queued: None,
-        replies: mpsc::unbounded_channel(),
-        unreached: vec![None; inner.nodes.len()],
-    }
-    .run(request, listen, &cancel)
     .await
 }
 
@@ -222,23 +189,13 @@ impl Driver {
                     self.acq.handle_reply(node, purpose, answer, Instant::now());
                 }
                 _ = sleep_until(at) => {
-                    let now = Instant::now();
-                    let behind_first = self.acq.waits_in_line()
-                        && request.arrival.is_some()
-                        && self.queued.as_ref().is_some_and(|q| {
-                            at.is_some_and(|at| now >= at)
-                                && self.inner.waiters.wake_first_instead(&key, &q.place)
-                        });
-                    if behind_first {
-                        self.acq.handle_behind(now);
-                    } else {
-                        self.acq.handle_timeout(now);
-                    }
+                    timer_fired(&self.inner, &mut self.acq, &request, self.queued.as_ref(), at, Instant::now());
                 }
                 _ = woken => {
                     self.acq.handle_notice(Instant::now());
                 }
                 _ = cancel.cancelled() => self.acq.cancel(Cancel::Aborted),
+                _ = self.inner.closing.cancelled() => self.acq.cancel(Cancel::Closed),
             }
             if self.inner.ensure_open().is_err() {
                 self.acq.cancel(Cancel::Closed);
@@ -264,6 +221,10 @@ impl Driver {
             q = joining => q,
             _ = cancel.cancelled() => {
                 self.acq.cancel(Cancel::Aborted);
+                return;
+            }
+            _ = self.inner.closing.cancelled() => {
+                self.acq.cancel(Cancel::Closed);
                 return;
             }
         };
@@ -393,6 +354,43 @@ pub(crate) fn register(
         attempt: &attempt,
     });
     inner.unless_closed(lock)
+}
+
+/// Whether `request`, its turn come, joins the key's line behind earlier
+/// callers of its client that already wait there, rather than try at once
+/// (a try just after a release would overtake them).
+pub(crate) fn behind_earlier_callers(inner: &Inner, plan: &Plan, request: &Request) -> bool {
+    let Some(arrival) = &request.arrival else {
+        return false;
+    };
+    let waits = plan.notices && plan.retry_count != Some(0) && !plan.wait_timeout.is_zero();
+    waits && inner.waiters.waiting_before(&plan.keys[0], arrival.seq())
+}
+
+/// The machine's timer, set for `at`, fired at `now`: when it waits in
+/// line behind an earlier caller of its client, that one is woken instead
+/// and it waits as long again; otherwise what came due happens.
+pub(crate) fn timer_fired(
+    inner: &Inner,
+    acq: &mut Acquisition,
+    request: &Request,
+    queued: Option<&Queued>,
+    at: Option<Instant>,
+    now: Instant,
+) {
+    let behind_first = acq.waits_in_line()
+        && request.arrival.is_some()
+        && queued.is_some_and(|q| {
+            at.is_some_and(|at| now >= at)
+                && inner
+                    .waiters
+                    .wake_first_instead(&acq.plan().keys[0], &q.place)
+        });
+    if behind_first {
+        acq.handle_behind(now);
+    } else {
+        acq.handle_timeout(now);
+    }
 }
 
 async fn sleep_until(at: Option<Instant>) {

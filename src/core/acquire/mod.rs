@@ -1,7 +1,6 @@
 //! The engine that takes locks, on tokio: `drive.rs` runs a plain lock's
 //! acquisition machine (`ops::acquisition`) from its first attempt to its
-//! outcome, or on from where the JS thread's driver (`fast/acquire.rs`)
-//! paused it; `run.rs` is the acquire loop of the other kinds (attempt →
+//! outcome (as the JS thread's driver, `fast/acquire.rs`, does there); `run.rs` is the acquire loop of the other kinds (attempt →
 //! verdict → take, or undo and pause until woken or the wait ends; its
 //! decisions after a verdict and its errors are the machine's, in
 //! `ops::acquisition`), `attempt.rs` one attempt on every node, `undo.rs` its undo, `permits.rs`
@@ -28,8 +27,8 @@ mod undo;
 
 // The model's types the fast path still names by their former paths.
 pub(crate) use crate::core::model::Request;
-pub use drive::Continued;
-pub(crate) use drive::{drives, plan_of, register};
+pub(crate) use drive::{behind_earlier_callers, drives, plan_of, register, timer_fired};
+pub(crate) use queue::{join, Queued};
 
 /// Takes the lock (or permits) `request` asks for, waiting within its bounds.
 pub(crate) async fn acquire(
@@ -41,13 +40,4 @@ pub(crate) async fn acquire(
         return drive::acquire(inner, request, cancel).await;
     }
     run::acquire_from(inner, request, cancel).await
-}
-
-/// Goes on with an acquisition the JS thread's driver began and paused.
-pub(crate) async fn acquire_continued(
-    inner: &Arc<Inner>,
-    continued: Continued,
-    cancel: CancellationToken,
-) -> Result<Lock> {
-    drive::continued(inner, continued, cancel).await
 }

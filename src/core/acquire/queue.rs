@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
+use tokio::runtime::Handle;
+use tokio::task::JoinHandle;
 
 use crate::core::keys::channel;
 use crate::core::node::NoticeSink;
@@ -24,6 +26,23 @@ pub(super) async fn queue_up(
     arrival: Option<&Arrival>,
     timeout: Duration,
 ) -> Queued {
+    let (queued, subscribing) = join(inner, key, token, arrival, Handle::current());
+    if let Some(subscribing) = subscribing {
+        let _ = tokio::time::timeout(timeout, subscribing).await;
+    }
+    queued
+}
+
+/// Joins the queue for `key` at once (see [`queue_up`]); the subscription of
+/// the first local waiter runs on `runtime`, and its task is returned (it
+/// marks the queue [`Queued::heard`] once every node delivers).
+pub(crate) fn join(
+    inner: &Arc<Inner>,
+    key: &str,
+    token: &str,
+    arrival: Option<&Arrival>,
+    runtime: Handle,
+) -> (Queued, Option<JoinHandle<()>>) {
     let joined = inner
         .waiters
         .join_in_turn(key, token, arrival.map(Arrival::seq));
@@ -31,43 +50,44 @@ pub(super) async fn queue_up(
         // Queued: the next caller of this client may try now (it queues behind).
         arrival.answered();
     }
+    let heard = joined.heard.clone();
     let queued = Queued {
         inner: inner.clone(),
         key: key.to_string(),
         place: joined.place,
-        heard: joined.heard.clone(),
+        heard: joined.heard,
+        runtime: runtime.clone(),
     };
-    let heard = joined.heard;
-    if joined.first {
-        // The subscription runs on its own, so a node slow to answer delays
-        // this waiter no longer than it would have slept anyway; a node that
-        // cannot push leaves its waiters to their retry timers.
-        let inner = inner.clone();
-        let channel = channel(key);
-        let subscribing = tokio::spawn(async move {
-            let limit = inner.cfg.connect_timeout.max(inner.cfg.command_timeout);
-            let waiters = Arc::downgrade(&inner.waiters);
-            let sink: NoticeSink = Arc::new(move |channel: &[u8], message: &[u8]| {
-                if let Some(w) = waiters.upgrade() {
-                    w.on_message(channel, message);
-                }
-            });
-            let live = join_all(
-                inner
-                    .nodes
-                    .iter()
-                    .map(|n| n.subscribe(&channel, &sink, limit)),
-            )
-            .await;
-            // Waiters may now sleep until the holder's lease ends: its
-            // release, on any node, wakes them first.
-            if live.iter().all(|&l| l) {
-                heard.store(true, Ordering::Release);
+    if !joined.first {
+        return (queued, None);
+    }
+    // The subscription runs on its own, so a node slow to answer delays
+    // this waiter no longer than it would have slept anyway; a node that
+    // cannot push leaves its waiters to their retry timers.
+    let inner = inner.clone();
+    let channel = channel(key);
+    let subscribing = runtime.spawn(async move {
+        let limit = inner.cfg.connect_timeout.max(inner.cfg.command_timeout);
+        let waiters = Arc::downgrade(&inner.waiters);
+        let sink: NoticeSink = Arc::new(move |channel: &[u8], message: &[u8]| {
+            if let Some(w) = waiters.upgrade() {
+                w.on_message(channel, message);
             }
         });
-        let _ = tokio::time::timeout(timeout, subscribing).await;
-    }
-    queued
+        let live = join_all(
+            inner
+                .nodes
+                .iter()
+                .map(|n| n.subscribe(&channel, &sink, limit)),
+        )
+        .await;
+        // Waiters may now sleep until the holder's lease ends: its
+        // release, on any node, wakes them first.
+        if live.iter().all(|&l| l) {
+            heard.store(true, Ordering::Release);
+        }
+    });
+    (queued, Some(subscribing))
 }
 
 /// Ends the subscription to `key`'s release notices unless a waiter came back.
@@ -85,16 +105,18 @@ async fn unsubscribe(inner: &Inner, key: &str) {
 
 /// A caller's place in the queue for a key; leaving it (on drop) ends the
 /// key's subscription once nobody else waits for it.
-pub(super) struct Queued {
+pub(crate) struct Queued {
     inner: Arc<Inner>,
     key: String,
-    pub(super) place: Arc<Place>,
+    pub(crate) place: Arc<Place>,
     heard: Arc<AtomicBool>,
+    /// Where the unsubscription runs (the waiter may leave on the JS thread).
+    runtime: Handle,
 }
 
 impl Queued {
     /// Every node delivers this key's release notices: a release is heard.
-    pub(super) fn heard(&self) -> bool {
+    pub(crate) fn heard(&self) -> bool {
         self.heard.load(Ordering::Acquire)
     }
 }
@@ -104,10 +126,9 @@ impl Drop for Queued {
         if !self.inner.waiters.leave(&self.key, &self.place) {
             return;
         }
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let inner = self.inner.clone();
-            let key = std::mem::take(&mut self.key);
-            runtime.spawn(async move { unsubscribe(&inner, &key).await });
-        }
+        let inner = self.inner.clone();
+        let key = std::mem::take(&mut self.key);
+        self.runtime
+            .spawn(async move { unsubscribe(&inner, &key).await });
     }
 }

@@ -85,6 +85,7 @@ pub(super) async fn acquire_from(
             let q = tokio::select! {
                 q = queue_up(inner, &keys[0], &token, Some(arrival), pause) => q,
                 _ = cancel.cancelled() => return Err(aborted(&key_label, 0)),
+                _ = inner.closing.cancelled() => return Err(LockError::closed()),
             };
             let q = queued.insert(q);
             // Once notices are heard, a release wakes the line: the timer is
@@ -220,6 +221,7 @@ pub(super) async fn acquire_from(
             queued = Some(tokio::select! {
                 q = queue_up(inner, &keys[0], &token, arrival.as_ref(), pause) => q,
                 _ = cancel.cancelled() => return Err(aborted(&key_label, attempts)),
+                _ = inner.closing.cancelled() => return Err(LockError::closed()),
             });
             let spent = now.elapsed();
             if spent >= pause {
@@ -246,6 +248,7 @@ pub(super) async fn acquire_from(
         )
         .await
         {
+            inner.ensure_open()?;
             return Err(aborted(&key_label, attempts));
         }
         if Instant::now() >= wait_until {
@@ -260,7 +263,7 @@ pub(super) async fn acquire_from(
 /// Sleeps `pause`, or less when a release notice wakes `queued`. A plain
 /// lock's waiter (`in_line`) whose timer fires behind the first in line
 /// wakes the first instead and sleeps on, so that a lost notice costs
-/// the line a timer, never its order. False when cancelled.
+/// the line a timer, never its order. False when cancelled or the client closes.
 async fn pause_in_line(
     inner: &Inner,
     key: &str,
@@ -284,6 +287,7 @@ async fn pause_in_line(
                 break;
             }
             _ = cancel.cancelled() => return false,
+            _ = inner.closing.cancelled() => return false,
         }
         let behind =
             in_line && queued.is_some_and(|q| inner.waiters.wake_first_instead(key, &q.place));

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use futures_util::future::join_all;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::acquire::Continued;
 use crate::core::config::{AcquireOptions, AcquireSpec, ClientConfig};
 use crate::core::error::{ErrorCode, LockError, Result};
 use crate::core::keys::{self, fence_key, lock_keys};
@@ -157,15 +156,6 @@ impl Client {
         cancel: CancellationToken,
     ) -> Result<Lock> {
         acquire::acquire(&self.inner, request, cancel).await
-    }
-
-    /// Goes on with an acquisition the JS thread's driver began and paused.
-    pub async fn acquire_continued(
-        &self,
-        continued: Continued,
-        cancel: CancellationToken,
-    ) -> Result<Lock> {
-        acquire::acquire_continued(&self.inner, continued, cancel).await
     }
 
     /// One attempt: the lock, or `None` when another owner holds it.
@@ -336,6 +326,7 @@ impl Client {
         if inner.closed.swap(true, Ordering::AcqRel) {
             return;
         }
+        inner.closing.cancel();
         inner.watchdog.stop();
         let held = inner
             .watchdog
@@ -357,6 +348,7 @@ impl Client {
         if inner.closed.swap(true, Ordering::AcqRel) {
             return;
         }
+        inner.closing.cancel();
         inner.watchdog.stop();
         let held: Vec<_> = inner
             .watchdog

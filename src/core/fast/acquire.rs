@@ -1,57 +1,76 @@
 //! The JS thread's driver of a plain lock's acquisition: it runs the
-//! acquisition machine (`ops::acquisition`) as the thread's loop reads the
-//! nodes' replies, sends what the machine asks for (an attempt, its undo)
-//! on the same connections, wakes it at the instant it names (its wait
-//! ending mid-attempt) on the same loop's timer, and decides nothing. Won or failed, it settles
-//! here; once the machine pauses before another attempt (nothing in
-//! flight), the tokio driver goes on with the same machine, where release
-//! notices and the caller's timers are heard.
+//! acquisition machine (`ops::acquisition`) from its first attempt to its
+//! outcome as the thread's loop reads the nodes' replies, sends what the
+//! machine asks for (an attempt, its undo, a retry) on the same
+//! connections, wakes it at the instant it names (a pause's end, its wait
+//! ending mid-attempt) on the same loop's timer, and decides nothing. A
+//! contended acquisition waits in the key's line like the tokio driver's
+//! (`acquire::join`): the subscriber connection's release notices reach it
+//! through the [`Waker`] the binding gives, which queues its turn on the
+//! JS thread.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{packed, Packed, Reply};
-use crate::core::acquire::{drives, plan_of, register, Continued, Request};
+use tokio::runtime::Handle;
+
+use crate::core::acquire::{
+    behind_earlier_callers, drives, join, plan_of, register, timer_fired, Queued, Request,
+};
 use crate::core::client::Client;
 use crate::core::error::LockError;
-use crate::core::keys;
 use crate::core::lock::Lock;
 use crate::core::ops::acquisition::{Acquisition, Cancel, Event, Outcome, Purpose};
 use crate::core::shared::{Inner, Running};
+use crate::core::waiters::Waker;
 
 /// The acquisition of `request` on the JS thread, its first attempt ready
-/// to send; the request back when this driver does not take it (permits,
-/// `waitReplicas`, a closed client, earlier callers of the key still ahead).
+/// to send once its turn came (earlier callers of its client for the key
+/// first); the request back when this driver does not take it (permits,
+/// `waitReplicas`, a closed client). `runtime` runs what it starts off the
+/// thread (the key's subscription); `waker` is told when its turn may have
+/// come, or a release notice or a caller behind woke its place in line.
 pub fn fast_acquire(
     client: &Client,
     request: Box<Request>,
+    runtime: Handle,
+    waker: Waker,
 ) -> std::result::Result<FastAcquire, Box<Request>> {
     let inner = client.inner().clone();
     if !drives(&inner, &request) || inner.ensure_open().is_err() {
         return Err(request);
     }
-    let names = keys::prefixed(&inner.cfg.key_prefix, &request.names);
-    // Callers of this client already wait for the key: a first attempt sent
-    // at once would overtake them. The tokio driver queues it behind them.
-    if names.iter().any(|k| inner.waiters.waiting(k)) {
-        return Err(request);
-    }
-    // Earlier callers of this key have not had their turn yet.
-    if request.arrival.as_ref().is_some_and(|a| !a.may_go()) {
-        return Err(request);
-    }
     let plan = plan_of(&inner, &request);
     let token = crate::core::model::token(None);
-    let acq = Acquisition::new(plan, token, rand::random(), Instant::now());
-    Ok(FastAcquire {
+    let now = Instant::now();
+    let acq = Acquisition::in_turn(plan, token, rand::random(), now);
+    let mut op = FastAcquire {
         inner,
-        acq: Some(acq),
+        acq,
         request: Some(request),
-        listen: false,
+        queued: None,
+        runtime,
+        waker,
         faulted: false,
         running: None,
         packed: None,
-    })
+    };
+    let early = op
+        .request
+        .as_ref()
+        .and_then(|r| r.arrival.as_ref())
+        .filter(|a| !a.may_go());
+    match early {
+        // Earlier callers of this key have not had their turn yet.
+        Some(arrival) => arrival.on_turn(op.waker.clone()),
+        None => op.take_turn(now),
+    }
+    // Behind callers already in the key's line: it joins it now. Nothing
+    // has been sent, so there is no outcome yet.
+    let begun = op.step();
+    debug_assert!(matches!(begun, Step::Pending));
+    Ok(op)
 }
 
 /// What an acquisition came to after a reply.
@@ -60,8 +79,6 @@ pub enum Step {
     Pending,
     Won(Lock),
     Failed(LockError),
-    /// Paused before its next attempt: the tokio driver goes on with it.
-    Continue(Box<Continued>),
 }
 
 /// A command for one node's connection.
@@ -76,12 +93,13 @@ pub struct Send {
 /// An acquisition driven on the JS thread.
 pub struct FastAcquire {
     inner: Arc<Inner>,
-    /// `None` once the tokio driver took it.
-    acq: Option<Acquisition>,
-    /// `None` once settled or handed on.
+    acq: Acquisition,
+    /// `None` once settled.
     request: Option<Box<Request>>,
-    /// Contended: it asks to hear the key's release notices.
-    listen: bool,
+    /// Its place in the key's line while it waits there.
+    queued: Option<Queued>,
+    runtime: Handle,
+    waker: Waker,
     faulted: bool,
     /// A won attempt's nodes still out count as the client's background work.
     running: Option<Running>,
@@ -95,11 +113,10 @@ impl FastAcquire {
         self.faulted
     }
 
-    /// The commands the machine has for the nodes now.
+    /// The commands the machine has for the nodes now; an attempt sent
+    /// after a pause spends a notice that came meanwhile.
     pub fn sends(&mut self) -> Vec<Send> {
-        let Some(acq) = self.acq.as_mut() else {
-            return Vec::new();
-        };
+        let acq = &mut self.acq;
         let mut sends = Vec::new();
         while let Some(t) = acq.poll_transmit() {
             let packed = match &self.packed {
@@ -117,53 +134,103 @@ impl FastAcquire {
                 timeout: acq.node_timeout(),
             });
         }
+        let attempt = sends
+            .iter()
+            .any(|s| matches!(s.purpose, Purpose::Attempt(_)));
+        if let (true, Some(q)) = (attempt, &self.queued) {
+            q.place.consume();
+        }
         sends
     }
 
     /// Node `node`'s reply to `purpose` at `now`, and what the acquisition
     /// came to (a caller's outcome at most once).
     pub fn answer(&mut self, node: usize, purpose: Purpose, reply: Reply, now: Instant) -> Step {
-        let Some(acq) = self.acq.as_mut() else {
-            return Step::Pending;
-        };
-        acq.handle_reply(node, purpose, reply, now);
-        if self.request.is_some() && !acq.is_done() && self.inner.ensure_open().is_err() {
-            acq.cancel(Cancel::Closed);
+        self.hears();
+        self.acq.handle_reply(node, purpose, reply, now);
+        self.step()
+    }
+
+    /// The instant the machine must be woken at (a pause's end, a node's
+    /// bound, the wait).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.acq.poll_timeout()
+    }
+
+    /// The timer set for `at` fired at `now`: what came due happens (a pause
+    /// ends in the next attempt; the wait ending mid-attempt fails it, its
+    /// undo owed on every node it went to).
+    pub fn timeout(&mut self, at: Option<Instant>, now: Instant) -> Step {
+        self.hears();
+        let request = self.request.as_deref();
+        match request {
+            Some(request) => timer_fired(
+                &self.inner,
+                &mut self.acq,
+                request,
+                self.queued.as_ref(),
+                at,
+                now,
+            ),
+            None => self.acq.handle_timeout(now),
         }
         self.step()
     }
 
-    /// The instant the machine must be woken at (a node's bound, the wait),
-    /// while this driver runs it.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        self.acq.as_ref().and_then(Acquisition::poll_timeout)
+    /// It was told to look (see [`fast_acquire`]'s `waker`): its turn came,
+    /// so it begins; or its place in the key's line was woken (a release
+    /// notice, a caller behind it whose timer fired), so a pause ends in the
+    /// next attempt.
+    pub fn notice(&mut self, now: Instant) -> Step {
+        if self.acq.waits_for_turn() {
+            self.take_turn(now);
+        } else if self.queued.as_ref().is_some_and(|q| q.place.take_woken()) {
+            self.hears();
+            self.acq.handle_notice(now);
+        }
+        self.step()
     }
 
-    /// The time is `now`: what came due happens (the wait ending mid-attempt
-    /// fails it, its undo owed on every node it went to).
-    pub fn timeout(&mut self, now: Instant) -> Step {
-        let Some(acq) = self.acq.as_mut() else {
-            return Step::Pending;
+    /// Begins once every earlier caller's first attempt was answered: at
+    /// once, or in the key's line behind those already waiting there.
+    fn take_turn(&mut self, now: Instant) {
+        let Some(request) = self.request.as_deref() else {
+            return;
         };
-        acq.handle_timeout(now);
-        self.step()
+        if request.arrival.as_ref().is_some_and(|a| !a.may_go()) {
+            return;
+        }
+        let behind = behind_earlier_callers(&self.inner, self.acq.plan(), request);
+        self.acq.handle_turn(behind, now);
     }
 
     /// The caller stopped waiting: the outcome is `ERR_LOCK_ABORTED`,
     /// and an attempt in flight is undone on every node it went to.
     pub fn cancel(&mut self) -> Step {
-        let Some(acq) = self.acq.as_mut() else {
-            return Step::Pending;
-        };
-        acq.cancel(Cancel::Aborted);
+        self.acq.cancel(Cancel::Aborted);
         self.step()
     }
 
+    /// Its client closes: the outcome is `ERR_LOCK_CLOSED`, and an attempt
+    /// in flight is undone on every node it went to.
+    pub fn close(&mut self) -> Step {
+        self.acq.cancel(Cancel::Closed);
+        self.step()
+    }
+
+    /// Every node delivers the key's release notices: the machine may wait for one.
+    fn hears(&mut self) {
+        if self.queued.as_ref().is_some_and(Queued::heard) {
+            self.acq.listening();
+        }
+    }
+
     fn step(&mut self) -> Step {
-        let Some(acq) = self.acq.as_mut() else {
-            return Step::Pending;
-        };
-        while let Some(event) = acq.poll_event() {
+        if self.request.is_some() && !self.acq.is_done() && self.inner.ensure_open().is_err() {
+            self.acq.cancel(Cancel::Closed);
+        }
+        let mut listen = false;
+        while let Some(event) = self.acq.poll_event() {
             match event {
                 Event::Fault { node, answer } => {
                     self.faulted = true;
@@ -181,7 +248,7 @@ impl FastAcquire {
                         .woken
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
-                Event::Listen => self.listen = true,
+                Event::Listen => listen = true,
                 Event::Answered => {
                     if let Some(arrival) = self.request.as_ref().and_then(|r| r.arrival.as_ref()) {
                         arrival.answered();
@@ -189,42 +256,62 @@ impl FastAcquire {
                 }
             }
         }
-        if self.running.is_some() && acq.all_answered() {
+        if listen {
+            self.queue_up();
+        }
+        if self.running.is_some() && self.acq.all_answered() {
             self.running = None;
         }
-        if let Some(outcome) = acq.outcome() {
-            let Some(request) = self.request.take() else {
-                return Step::Pending;
-            };
-            return match outcome {
-                Outcome::Failed(e) => Step::Failed(e),
-                Outcome::Won(won) => {
-                    if !acq.all_answered() {
-                        self.running = Some(self.inner.track());
-                    }
-                    let keys = acq.plan().keys.clone();
-                    match register(&self.inner, keys, won, &request) {
-                        Ok(lock) => Step::Won(lock),
-                        Err(e) => Step::Failed(e),
-                    }
+        let Some(outcome) = self.acq.outcome() else {
+            return Step::Pending;
+        };
+        // Out of the key's line (a notice it did not act on goes to the next).
+        self.queued = None;
+        let Some(request) = self.request.take() else {
+            return Step::Pending;
+        };
+        match outcome {
+            Outcome::Failed(e) => Step::Failed(e),
+            Outcome::Won(won) => {
+                if !self.acq.all_answered() {
+                    self.running = Some(self.inner.track());
                 }
-            };
-        }
-        if acq.is_paused() {
-            if let (Some(acq), Some(request)) = (self.acq.take(), self.request.take()) {
-                return Step::Continue(Box::new(Continued {
-                    acq,
-                    request: *request,
-                    listen: self.listen,
-                }));
+                let keys = self.acq.plan().keys.clone();
+                match register(&self.inner, keys, won, &request) {
+                    Ok(lock) => Step::Won(lock),
+                    Err(e) => Step::Failed(e),
+                }
             }
         }
-        Step::Pending
+    }
+
+    /// Contended: it joins the key's line, where a release notice (heard by
+    /// the client's subscriber connection) or a caller behind wakes it.
+    fn queue_up(&mut self) {
+        if self.queued.is_some() {
+            return;
+        }
+        let Some(request) = self.request.as_deref() else {
+            return;
+        };
+        let key = self.acq.plan().keys[0].clone();
+        let (queued, _subscribing) = join(
+            &self.inner,
+            &key,
+            self.acq.token(),
+            request.arrival.as_ref(),
+            self.runtime.clone(),
+        );
+        queued.place.on_wake(self.waker.clone());
+        self.queued = Some(queued);
+        self.hears();
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use super::*;
     use crate::core::config::{AcquireOptions, ClientConfig, NodeSpec};
     use crate::core::ops::Reply as R;
@@ -239,14 +326,35 @@ mod tests {
         Client::new(cfg, None).expect("a client of unused ports")
     }
 
-    fn started(c: &Client) -> FastAcquire {
-        let request = c
-            .prepare_lock(vec!["k".into()], &AcquireOptions::default())
-            .expect("a request");
-        match fast_acquire(c, Box::new(request)) {
+    /// A runtime never driven: what the driver starts there (the key's
+    /// subscription) never runs, so no notice is heard but those a test makes.
+    fn idle_runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime")
+    }
+
+    /// How often the driver was told to give the machine its turn.
+    fn counting_waker() -> (Waker, Arc<AtomicUsize>) {
+        let told = Arc::new(AtomicUsize::new(0));
+        let count = told.clone();
+        let waker: Waker = Arc::new(move || {
+            count.fetch_add(1, Ordering::SeqCst);
+        });
+        (waker, told)
+    }
+
+    fn start(c: &Client, rt: &tokio::runtime::Runtime, opts: &AcquireOptions) -> FastAcquire {
+        let request = c.prepare_lock(vec!["k".into()], opts).expect("a request");
+        let (waker, _) = counting_waker();
+        match fast_acquire(c, Box::new(request), rt.handle().clone(), waker) {
             Ok(op) => op,
             Err(_) => panic!("a plain lock is driven here"),
         }
+    }
+
+    fn started(c: &Client, rt: &tokio::runtime::Runtime) -> FastAcquire {
+        start(c, rt, &AcquireOptions::default())
     }
 
     fn granted() -> Reply {
@@ -261,10 +369,16 @@ mod tests {
         Duration::from_millis(n)
     }
 
+    fn purposes(sends: &[Send]) -> Vec<(usize, Purpose)> {
+        sends.iter().map(|s| (s.node, s.purpose)).collect()
+    }
+
     #[test]
-    fn a_lost_attempt_is_undone_here_and_continued_elsewhere_once_paused() {
+    fn a_lost_attempt_is_undone_then_retried_here_after_its_pause() {
         let c = client(3);
-        let mut op = started(&c);
+        let rt = idle_runtime();
+        let _in = rt.enter(); // a won lock starts the watchdog there
+        let mut op = started(&c, &rt);
         let first = op.sends();
         assert_eq!(first.len(), 3, "one attempt per node");
         assert!(first.iter().all(|s| s.purpose == Purpose::Attempt(1)));
@@ -288,55 +402,149 @@ mod tests {
             ),
             "lost, but its undo must land before the pause"
         );
-        let undo: Vec<(usize, Purpose)> = op.sends().iter().map(|s| (s.node, s.purpose)).collect();
+        assert!(
+            op.queued.is_some(),
+            "contended on one key: it waits in its line"
+        );
         assert_eq!(
-            undo,
+            purposes(&op.sends()),
             [(0, Purpose::Undo(1))],
             "only the node that may hold our token"
         );
-        let Step::Continue(next) = op.answer(0, Purpose::Undo(1), Ok(R::Int(1)), t0 + ms(4)) else {
-            panic!("paused: the tokio driver goes on");
-        };
-        assert!(
-            next.listen,
-            "contended on one key: it listens for the release"
+        assert!(matches!(
+            op.answer(0, Purpose::Undo(1), Ok(R::Int(1)), t0 + ms(4)),
+            Step::Pending
+        ));
+        let at = op.poll_timeout().expect("paused until the retry");
+        assert!(at > t0 + ms(4));
+        assert!(matches!(op.timeout(Some(at), at - ms(1)), Step::Pending));
+        assert!(op.sends().is_empty(), "not before the pause ends");
+        assert!(matches!(op.timeout(Some(at), at), Step::Pending));
+        assert_eq!(
+            purposes(&op.sends()),
+            [
+                (0, Purpose::Attempt(2)),
+                (1, Purpose::Attempt(2)),
+                (2, Purpose::Attempt(2))
+            ],
+            "the retry goes out from here"
         );
-        assert!(next.acq.is_paused());
-        assert!(
-            matches!(
-                op.answer(1, Purpose::Attempt(1), held(1), t0 + ms(5)),
-                Step::Pending
-            ),
-            "handed on: nothing more here"
-        );
-        assert!(op.sends().is_empty());
+        for node in 0..3 {
+            let _ = op.answer(
+                node,
+                Purpose::Attempt(2),
+                granted(),
+                at + ms(1 + node as u64),
+            );
+        }
+        assert!(op.queued.is_none(), "won: out of the key's line");
     }
 
     #[test]
-    fn an_attempt_held_everywhere_pauses_at_once_with_nothing_to_undo() {
+    fn a_release_notice_ends_the_pause_at_once() {
         let c = client(1);
-        let mut op = started(&c);
+        let rt = idle_runtime();
+        let _in = rt.enter(); // a won lock starts the watchdog there
+        let request = c
+            .prepare_lock(vec!["k".into()], &AcquireOptions::default())
+            .expect("a request");
+        let (waker, told) = counting_waker();
+        let Ok(mut op) = fast_acquire(&c, Box::new(request), rt.handle().clone(), waker) else {
+            panic!("a plain lock is driven here");
+        };
         op.sends();
-        let step = op.answer(0, Purpose::Attempt(1), held(5), Instant::now());
-        assert!(matches!(step, Step::Continue(_)));
+        let t0 = Instant::now();
+        let step = op.answer(0, Purpose::Attempt(1), held(5_000), t0);
+        assert!(
+            matches!(step, Step::Pending),
+            "held everywhere: nothing to undo"
+        );
         assert!(op.sends().is_empty());
+        assert!(matches!(op.notice(t0 + ms(1)), Step::Pending));
+        assert!(op.sends().is_empty(), "no notice yet: it keeps pausing");
+        let key = op.acq.plan().keys[0].clone();
+        c.inner().waiters.released(&key, "the-holder");
+        assert_eq!(told.load(Ordering::SeqCst), 1, "the driver is told");
+        assert!(matches!(op.notice(t0 + ms(2)), Step::Pending));
+        assert_eq!(
+            purposes(&op.sends()),
+            [(0, Purpose::Attempt(2))],
+            "woken: it tries at once"
+        );
+        assert!(
+            !op.queued.as_ref().is_some_and(|q| q.place.take_woken()),
+            "the notice is spent"
+        );
+        let Step::Won(lock) = op.answer(0, Purpose::Attempt(2), granted(), t0 + ms(3)) else {
+            panic!("won");
+        };
+        assert_eq!(lock.attempts(), 2);
+    }
+
+    #[test]
+    fn a_second_caller_waits_for_its_turn_then_joins_the_line_behind_the_first() {
+        let c = client(1);
+        let rt = idle_runtime();
+        let _in = rt.enter(); // a won lock starts the watchdog there
+        let mut first = started(&c, &rt);
+        assert_eq!(first.sends().len(), 1);
+        let request = c
+            .prepare_lock(vec!["k".into()], &AcquireOptions::default())
+            .expect("a request");
+        let (waker, told) = counting_waker();
+        let Ok(mut second) = fast_acquire(&c, Box::new(request), rt.handle().clone(), waker) else {
+            panic!("a plain lock is driven here");
+        };
+        assert!(
+            second.sends().is_empty(),
+            "the first caller's attempt is still out"
+        );
+        assert_eq!(told.load(Ordering::SeqCst), 0);
+        let t0 = Instant::now();
+        let _ = first.answer(0, Purpose::Attempt(1), held(5_000), t0);
+        assert!(first.queued.is_some(), "the first waits in the key's line");
+        assert_eq!(
+            told.load(Ordering::SeqCst),
+            1,
+            "the second is told its turn came"
+        );
+        assert!(matches!(second.notice(t0 + ms(1)), Step::Pending));
+        assert!(
+            second.sends().is_empty(),
+            "behind the first in line: no attempt of its own"
+        );
+        assert!(second.queued.is_some(), "in the line behind the first");
+        let key = first.acq.plan().keys[0].clone();
+        c.inner().waiters.released(&key, "the-holder");
+        assert!(matches!(first.notice(t0 + ms(2)), Step::Pending));
+        assert_eq!(
+            purposes(&first.sends()),
+            [(0, Purpose::Attempt(2))],
+            "the release wakes the first in line"
+        );
+        assert!(matches!(second.notice(t0 + ms(2)), Step::Pending));
+        assert!(second.sends().is_empty(), "not the second");
+        let Step::Won(_lock) = first.answer(0, Purpose::Attempt(2), granted(), t0 + ms(3)) else {
+            panic!("the first wins");
+        };
     }
 
     #[test]
     fn a_wait_shorter_than_the_node_timeout_ends_the_attempt_here() {
         let c = client(1);
+        let rt = idle_runtime();
         let opts = AcquireOptions {
             wait_timeout: Some(ms(50)),
             ..AcquireOptions::default()
         };
-        let request = c.prepare_lock(vec!["k".into()], &opts).expect("a request");
-        let Ok(mut op) = fast_acquire(&c, Box::new(request)) else {
-            panic!("a plain lock is driven here");
-        };
+        let mut op = start(&c, &rt, &opts);
         op.sends();
         let at = op.poll_timeout().expect("the wait bounds the attempt");
-        assert!(matches!(op.timeout(at - ms(1)), Step::Pending), "not yet");
-        let Step::Failed(e) = op.timeout(at) else {
+        assert!(
+            matches!(op.timeout(Some(at), at - ms(1)), Step::Pending),
+            "not yet"
+        );
+        let Step::Failed(e) = op.timeout(Some(at), at) else {
             panic!("the wait is over");
         };
         assert_eq!(e.code, crate::core::error::ErrorCode::Timeout);
@@ -346,9 +554,25 @@ mod tests {
     }
 
     #[test]
+    fn a_cancel_while_paused_ends_it_with_nothing_owed() {
+        let c = client(1);
+        let rt = idle_runtime();
+        let mut op = started(&c, &rt);
+        op.sends();
+        let _ = op.answer(0, Purpose::Attempt(1), held(5_000), Instant::now());
+        let Step::Failed(e) = op.cancel() else {
+            panic!("cancelled");
+        };
+        assert_eq!(e.code, crate::core::error::ErrorCode::Aborted);
+        assert!(op.sends().is_empty(), "nothing in flight to undo");
+        assert!(op.queued.is_none(), "out of the key's line");
+    }
+
+    #[test]
     fn a_node_fault_is_flagged_for_the_event_to_go_first() {
         let c = client(1);
-        let mut op = started(&c);
+        let rt = idle_runtime();
+        let mut op = started(&c, &rt);
         op.sends();
         let fault = Err(crate::core::error::NodeAnswer::Timeout);
         let _ = op.answer(0, Purpose::Attempt(1), fault, Instant::now());

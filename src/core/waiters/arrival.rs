@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 
-use super::Waiters;
+use super::{Waiters, Waker};
 use crate::core::sync;
 use crate::core::time::wait_until;
 
@@ -16,6 +16,8 @@ pub(super) struct Caller {
     /// Its first attempt was answered without taking the lock.
     pub(super) answered: bool,
     pub(super) turn: Arc<Notify>,
+    /// Told when its turn may have come, besides a task waiting in [`Arrival::turn`].
+    pub(super) waker: Option<Waker>,
 }
 
 /// A caller's place in the line of callers of one client acquiring one key,
@@ -47,6 +49,23 @@ impl Arrival {
     /// Completes once [`Arrival::may_go`].
     pub async fn turn(&self) {
         wait_until(&self.turn, || self.may_go()).await
+    }
+
+    /// Tells `waker` when this caller's turn may have come (it then asks
+    /// [`Arrival::may_go`]); at once if it has.
+    pub fn on_turn(&self, waker: Waker) {
+        {
+            let mut lines = sync::lock(&self.waiters.lines);
+            let me = lines
+                .get_mut(&self.key)
+                .and_then(|line| line.iter_mut().find(|c| c.seq == self.seq));
+            if let Some(me) = me {
+                me.waker = Some(waker.clone());
+            }
+        }
+        if self.may_go() {
+            waker();
+        }
     }
 
     /// This caller's first attempt was answered without taking the lock: the
@@ -89,6 +108,9 @@ impl Drop for Arrival {
 pub(super) fn wake_from(line: &VecDeque<Caller>, i: usize) {
     for c in line.iter().skip(i) {
         c.turn.notify_waiters();
+        if let Some(waker) = &c.waker {
+            waker();
+        }
         if !c.answered {
             break;
         }

@@ -51,7 +51,7 @@ pub use arrival::Arrival;
 use arrival::Caller;
 pub use handoff::HandedOver;
 use handoff::Handoff;
-pub use place::Place;
+pub use place::{Place, Waker};
 
 /// A fair waiter's attempts.
 #[derive(Default)]
@@ -114,6 +114,7 @@ impl Waiters {
                 seq,
                 answered: false,
                 turn: turn.clone(),
+                waker: None,
             });
         Arrival {
             waiters: self.clone(),
@@ -145,6 +146,7 @@ impl Waiters {
             woken: AtomicBool::new(false),
             handed: AtomicU64::new(0),
             handed_fence: AtomicI64::new(0),
+            waker: Mutex::default(),
         });
         let mut queues = sync::lock(&self.queues);
         let first = !queues.contains_key(key);

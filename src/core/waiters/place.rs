@@ -2,10 +2,16 @@
 //! (or a fair hand-off) and consumed when the caller tries.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
+use crate::core::sync;
 use crate::core::time::wait_until;
+
+/// What a waiter that is not a task is told when it is woken (the JS
+/// thread's driver: it queues its turn there); called on the thread that woke it.
+pub type Waker = Arc<dyn Fn() + Send + Sync>;
 
 /// One waiting caller's place in a key's queue.
 pub struct Place {
@@ -22,6 +28,8 @@ pub struct Place {
     pub(super) handed: AtomicU64,
     /// The fence that hand-off came with (0: none, fencing off).
     pub(super) handed_fence: AtomicI64,
+    /// Told of every wake, besides the tasks waiting in [`Place::woken`].
+    pub(super) waker: Mutex<Option<Waker>>,
 }
 
 impl Place {
@@ -31,13 +39,30 @@ impl Place {
         wait_until(&self.notify, || self.woken.swap(false, Ordering::AcqRel)).await
     }
 
+    /// Takes a pending notice: true when one reached this waiter since the last.
+    pub fn take_woken(&self) -> bool {
+        self.woken.swap(false, Ordering::AcqRel)
+    }
+
     /// Consumes a pending notice, if any (the caller is about to try anyway).
     pub fn consume(&self) {
         self.woken.store(false, Ordering::Release);
     }
 
+    /// Tells `waker` of every wake from now on (at once if one is pending).
+    pub fn on_wake(&self, waker: Waker) {
+        *sync::lock(&self.waker) = Some(waker.clone());
+        if self.woken.load(Ordering::Acquire) {
+            waker();
+        }
+    }
+
     pub(super) fn wake(&self) {
         self.woken.store(true, Ordering::Release);
         self.notify.notify_waiters();
+        let waker = sync::lock(&self.waker).clone();
+        if let Some(waker) = waker {
+            waker();
+        }
     }
 }

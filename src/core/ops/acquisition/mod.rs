@@ -44,6 +44,9 @@ use crate::core::model::Answers;
 use crate::core::time::ms_of;
 
 enum Phase {
+    /// Not begun: earlier callers of its client for the key have not had
+    /// their first attempt answered yet ([`Acquisition::handle_turn`]).
+    Turn,
     /// Attempt `n`, sent at `started`; `out[i]`: node `i` has not answered;
     /// `sent[i]`: the driver took its command.
     Attempt {
@@ -114,13 +117,17 @@ impl Acquisition {
     /// counted, the lease plus jitter) ends. The wait ending first fails it as
     /// behind earlier callers.
     pub fn behind(plan: Plan, token: String, seed: u64, now: Instant) -> Acquisition {
+        let mut acq = Acquisition::in_turn(plan, token, seed, now);
+        acq.handle_turn(true, now);
+        acq
+    }
+
+    /// Starts at `now` before its turn: earlier callers of its client for the
+    /// key go first, and it begins at [`handle_turn`](Self::handle_turn). The
+    /// wait ending first fails it as behind earlier callers.
+    pub fn in_turn(plan: Plan, token: String, seed: u64, now: Instant) -> Acquisition {
         let mut acq = Acquisition::waiting(plan, token, seed, now);
-        let span = acq.plan.retry_delay + acq.jitter();
-        acq.phase = Phase::Pause {
-            n: 0,
-            until: (now + span).min(acq.bounds.wait_until),
-            span,
-        };
+        acq.phase = Phase::Turn;
         acq
     }
 
@@ -201,6 +208,7 @@ impl Acquisition {
             Phase::Attempt { started, .. } => Some(*started + self.plan.node_timeout),
             Phase::Undo { deadline, .. } => Some(*deadline),
             Phase::Pause { until, .. } => Some(*until),
+            Phase::Turn => None,
             Phase::Done => return None,
         };
         match (own, wait) {
@@ -222,51 +230,6 @@ impl Acquisition {
     /// Whether it pauses before its next attempt (nothing in flight).
     pub fn is_paused(&self) -> bool {
         matches!(self.phase, Phase::Pause { .. })
-    }
-
-    /// The driver now hears release notices for the key: a wait after an
-    /// attempt sent from now on ends at the holder's release.
-    pub fn listening(&mut self) {
-        if self.listening {
-            return;
-        }
-        self.listening = true;
-        // Behind earlier callers with retries not counted: a release wakes
-        // the line, so the timer is only a bound for a holder that vanished.
-        if let Phase::Pause { n: 0, until, span } = &mut self.phase {
-            if self.plan.retry_count.is_none() {
-                let since = *until - *span;
-                let longer = self.plan.lease.ttl
-                    + Duration::from_millis(
-                        self.rng.random_range(0..=ms_of(self.plan.retry_jitter)),
-                    );
-                *span = longer;
-                *until = (since + longer).min(self.bounds.wait_until);
-            }
-        }
-    }
-
-    /// Whether its pause may wait in the line of its client's callers for
-    /// the key (retries are not counted): a timer that fires
-    /// while earlier callers are ahead wakes the first of them instead
-    /// ([`handle_behind`](Self::handle_behind)).
-    pub fn waits_in_line(&self) -> bool {
-        self.plan.retry_count.is_none() && matches!(self.phase, Phase::Pause { .. })
-    }
-
-    /// Its pause ended at `now` while earlier callers of its client were
-    /// ahead of it in line (the driver woke the first of them instead): it
-    /// pauses as long again, within the wait.
-    pub fn handle_behind(&mut self, now: Instant) {
-        if self.bounds.wait_bounds_attempts && now >= self.bounds.wait_until {
-            self.handle_timeout(now);
-            return;
-        }
-        if let Phase::Pause { until, span, .. } = &mut self.phase {
-            if now >= *until {
-                *until = (now + *span).min(self.bounds.wait_until);
-            }
-        }
     }
 
     /// No node's answer is still owed: an outcome's late answers are in.
@@ -397,6 +360,12 @@ impl Acquisition {
                     self.time_out();
                 } else {
                     self.send_attempt(n + 1, now);
+                }
+            }
+            Phase::Turn => {
+                if wait_over {
+                    let failure = behind_earlier(&self.plan.label, self.plan.wait_timeout);
+                    self.fail(failure, &[]);
                 }
             }
             Phase::Done => {}

@@ -485,6 +485,11 @@ fn behind_earlier_callers_it_sends_nothing_until_a_notice_or_its_pause_ends() {
         drain(&mut a).is_empty(),
         "no attempt ahead of earlier callers"
     );
+    assert_eq!(
+        events(&mut a),
+        vec![Event::Listen],
+        "it joins the key's line"
+    );
     let pause = a.poll_timeout().expect("a pause");
     assert!(
         pause >= t0 + ms(100) && pause <= t0 + ms(200),
@@ -536,6 +541,54 @@ fn behind_earlier_callers_past_its_wait_it_fails_without_an_attempt() {
     assert_eq!(e.code, ErrorCode::Timeout);
     assert_eq!(e.attempts, 0);
     assert!(e.message.contains("earlier callers"), "{}", e.message);
+}
+
+#[test]
+fn before_its_turn_it_sends_nothing_and_its_wait_still_bounds_it() {
+    let t0 = Instant::now();
+    let mut a = Acquisition::in_turn(plan(1, 300, None, false), "tok".into(), 1, t0);
+    assert!(a.waits_for_turn());
+    assert!(drain(&mut a).is_empty(), "earlier callers go first");
+    assert_eq!(
+        a.poll_timeout(),
+        Some(t0 + ms(300)),
+        "only the wait bounds it"
+    );
+    a.handle_timeout(t0 + ms(299));
+    assert!(!a.is_done());
+    a.handle_notice(t0 + ms(100));
+    assert!(drain(&mut a).is_empty(), "a release notice is not its turn");
+    a.handle_timeout(t0 + ms(300));
+    let e = failed(&mut a);
+    assert_eq!((e.code, e.attempts), (ErrorCode::Timeout, 0));
+    assert!(e.message.contains("earlier callers"), "{}", e.message);
+    assert!(drain(&mut a).is_empty(), "nothing to undo");
+
+    let mut b = Acquisition::in_turn(plan(1, 300, None, false), "tok".into(), 1, t0);
+    b.cancel(Cancel::Aborted);
+    let e = failed(&mut b);
+    assert_eq!((e.code, e.attempts), (ErrorCode::Aborted, 0));
+}
+
+#[test]
+fn its_turn_come_it_attempts_at_once_or_joins_the_line_behind_those_waiting() {
+    let t0 = Instant::now();
+    let mut a = Acquisition::in_turn(plan(2, 10_000, None, false), "tok".into(), 1, t0);
+    a.handle_turn(false, t0 + ms(5));
+    assert!(!a.waits_for_turn());
+    let first = drain(&mut a);
+    assert_eq!(first.len(), 2);
+    assert!(first.iter().all(|t| t.purpose == Purpose::Attempt(1)));
+    a.handle_turn(true, t0 + ms(6));
+    assert!(drain(&mut a).is_empty(), "a second turn changes nothing");
+
+    let mut b = Acquisition::in_turn(plan(1, 10_000, None, false), "tok".into(), 1, t0);
+    b.handle_turn(true, t0 + ms(5));
+    assert!(drain(&mut b).is_empty(), "behind those already in line");
+    assert_eq!(events(&mut b), vec![Event::Listen]);
+    assert!(b.is_paused());
+    b.handle_notice(t0 + ms(20));
+    assert_eq!(drain(&mut b)[0].purpose, Purpose::Attempt(1));
 }
 
 #[test]

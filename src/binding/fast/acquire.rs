@@ -1,0 +1,335 @@
+//! A plain lock's acquisition on the JS thread, from its first attempt to
+//! its outcome: the promise, the machine (`core::fast::FastAcquire`), its
+//! commands on the node's connections, its alarm on the reactor's timer,
+//! and the wakes other threads queue for it (its turn, a release notice).
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use napi::bindgen_prelude::{within_runtime_if_available, PromiseRaw};
+use napi::{sys, Env};
+
+use super::clients::{key_of, lookup};
+use super::conn::Conn;
+use super::ops::finish;
+use super::reactor::Reactor;
+use crate::binding::cancel::CancelHandle;
+use crate::binding::errors::to_napi;
+use crate::binding::lock::NativeLock;
+use crate::binding::settle::{self, Deferred};
+use crate::core::error::NodeAnswer;
+use crate::core::fast;
+use crate::core::ops::acquisition::Purpose;
+use crate::core::waiters::Waker;
+use crate::core::{self as core, Request};
+
+thread_local! {
+    /// This thread's acquisitions not settled yet, by id: a wake from another
+    /// thread finds its acquisition here, and this holds it while it waits
+    /// for its turn with nothing else to (no reply owed, no alarm set).
+    static WAITING: RefCell<(u64, HashMap<u64, Rc<Driving>>)> = RefCell::default();
+}
+
+/// The environment of client `client` ends: its acquisitions go, unsettled.
+pub(super) fn forget_of(client: usize) {
+    let gone: Vec<Rc<Driving>> = WAITING
+        .try_with(|w| {
+            let mut w = w.borrow_mut();
+            let ids: Vec<u64> =
+                w.1.iter()
+                    .filter(|(_, d)| d.client == client)
+                    .map(|(id, _)| *id)
+                    .collect();
+            ids.iter().filter_map(|id| w.1.remove(id)).collect()
+        })
+        .unwrap_or_default();
+    for d in &gone {
+        d.forget();
+    }
+}
+
+/// The environment ends: the acquisitions still waiting go, unsettled.
+pub(super) fn forget_all() {
+    let all = WAITING
+        .try_with(|w| std::mem::take(&mut w.borrow_mut().1))
+        .unwrap_or_default();
+    for d in all.values() {
+        d.forget();
+    }
+}
+
+/// The client `client` closes: its acquisitions on this thread end at once.
+pub(super) fn closing(client: usize) {
+    let driving: Vec<Rc<Driving>> = WAITING
+        .try_with(|w| {
+            w.borrow()
+                .1
+                .values()
+                .filter(|d| d.client == client)
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    for d in driving {
+        d.close_asked.set(true);
+        d.pump();
+        d.rearm();
+    }
+}
+
+/// Gives the acquisition `id` of this thread its turn: its place was woken.
+fn woken(id: u64) {
+    let driving = WAITING
+        .try_with(|w| w.borrow().1.get(&id).cloned())
+        .ok()
+        .flatten();
+    if let Some(d) = driving {
+        within_runtime_if_available(|| {
+            d.notice_asked.set(true);
+            d.pump();
+            d.rearm();
+        });
+    }
+}
+
+/// A plain lock's acquisition driven on the JS thread; the request back when
+/// this driver does not take it.
+pub fn acquire<'env>(
+    env: &'env Env,
+    client: &core::Client,
+    request: Box<Request>,
+    cancel: Option<&CancelHandle>,
+) -> std::result::Result<PromiseRaw<'env, NativeLock>, Box<Request>> {
+    // Cancelled already: the other driver answers it without an attempt.
+    if cancel.is_some_and(|c| c.token.is_cancelled()) {
+        return Err(request);
+    }
+    let Some((r, fast)) = lookup(env, key_of(client)) else {
+        return Err(request);
+    };
+    let Some(conns) = fast.ready(&r) else {
+        return Err(request);
+    };
+    let Some(runtime) = within_runtime_if_available(|| tokio::runtime::Handle::try_current().ok())
+    else {
+        return Err(request);
+    };
+    let raw_env = env.raw();
+    let Ok((deferred, promise)) = settle::promise(raw_env) else {
+        return Err(request);
+    };
+    let id = WAITING
+        .try_with(|w| {
+            let mut w = w.borrow_mut();
+            w.0 += 1;
+            w.0
+        })
+        .unwrap_or(0);
+    let queue = r.queue.clone();
+    let waker: Waker = Arc::new(move || queue.run(move |_| woken(id)));
+    let mut op = fast::fast_acquire(client, request, runtime, waker)?;
+    let first = op.sends();
+    let driving = Rc::new(Driving {
+        id,
+        client: key_of(client),
+        op: RefCell::new(op),
+        inbox: RefCell::new(VecDeque::new()),
+        conns: RefCell::new(conns),
+        reactor: r,
+        deferred: Cell::new(Some(deferred)),
+        env: raw_env,
+        alarm: Cell::new(None),
+        cancel_asked: Cell::new(false),
+        close_asked: Cell::new(false),
+        notice_asked: Cell::new(false),
+        told: RefCell::new(None),
+    });
+    let _ = WAITING.try_with(|w| {
+        w.borrow_mut().1.insert(id, driving.clone());
+    });
+    if let Some(handle) = cancel {
+        let weak = Rc::downgrade(&driving);
+        let tell: Rc<dyn Fn()> = Rc::new(move || {
+            if let Some(d) = weak.upgrade() {
+                d.cancel_asked.set(true);
+                d.pump();
+                d.rearm();
+            }
+        });
+        handle.on_cancel(Rc::downgrade(&tell));
+        *driving.told.borrow_mut() = Some(tell);
+    }
+    driving.send_all(first);
+    driving.rearm();
+    Ok(PromiseRaw::new(raw_env, promise))
+}
+
+/// An acquisition on the JS thread: the machine, the replies that came while
+/// it was busy (a command answered as it is sent), and the caller's promise.
+/// While it pauses, its alarm holds it (and keeps the loop alive).
+struct Driving {
+    /// Its entry in [`WAITING`].
+    id: u64,
+    /// Its client ([`key_of`]).
+    client: usize,
+    op: RefCell<fast::FastAcquire>,
+    inbox: RefCell<VecDeque<(usize, Purpose, fast::Reply)>>,
+    /// Each node's connection, as of its last command (a broken one is
+    /// replaced by the client's next one).
+    conns: RefCell<Vec<Rc<Conn>>>,
+    reactor: Rc<Reactor>,
+    deferred: Cell<Option<Deferred>>,
+    env: sys::napi_env,
+    /// The reactor's alarm at the machine's `poll_timeout`.
+    alarm: Cell<Option<(Instant, u64)>>,
+    /// The caller cancelled: the machine hears it at its next turn.
+    cancel_asked: Cell<bool>,
+    /// Its client closes: the machine hears it at its next turn.
+    close_asked: Cell<bool>,
+    /// Its place in the key's line was woken: the machine hears it at its next turn.
+    notice_asked: Cell<bool>,
+    /// What the caller's cancel handle calls (it holds it weakly).
+    told: RefCell<Option<Rc<dyn Fn()>>>,
+}
+
+impl Driving {
+    /// Sends what the machine asked for, each on its node's connection, in
+    /// order behind what went there before (an undo runs after its attempt).
+    fn send_all(self: &Rc<Self>, sends: Vec<fast::Send>) {
+        for s in sends {
+            let deadline = Instant::now() + s.timeout;
+            let (node, purpose) = (s.node, s.purpose);
+            let me = self.clone();
+            let on_reply = Box::new(move |reply| {
+                me.inbox.borrow_mut().push_back((node, purpose, reply));
+                me.pump();
+            });
+            match self.conn(node) {
+                Some(conn) => conn.send(s.packed, deadline, on_reply),
+                // An outage to the machine: it retries, by then connected again.
+                None => on_reply(Err(NodeAnswer::Unreachable(
+                    "the connection is being opened again".into(),
+                ))),
+            }
+            self.reactor.arm_for(deadline);
+        }
+    }
+
+    /// Node `node`'s connection: the one it used, or, once that broke (a
+    /// cut, a server restart), the client's new one when it is ready.
+    fn conn(&self, node: usize) -> Option<Rc<Conn>> {
+        let used = self.conns.borrow().get(node).cloned();
+        if let Some(conn) = used.filter(|c| c.usable()) {
+            return Some(conn);
+        }
+        let fast = self.reactor.clients.borrow().get(&self.client).cloned()?;
+        let conn = fast.conn(&self.reactor, node)?;
+        if let Some(slot) = self.conns.borrow_mut().get_mut(node) {
+            *slot = conn.clone();
+        }
+        Some(conn)
+    }
+
+    /// Feeds the machine what came (the caller's cancel, a wake, the replies
+    /// in, one at a time); the caller's promise settles on the outcome.
+    fn pump(self: &Rc<Self>) {
+        loop {
+            // Someone up the stack is feeding it: it takes this reply too.
+            let Ok(mut op) = self.op.try_borrow_mut() else {
+                return;
+            };
+            let step = if self.close_asked.replace(false) {
+                op.close()
+            } else if self.cancel_asked.replace(false) {
+                op.cancel()
+            } else if self.notice_asked.replace(false) {
+                op.notice(Instant::now())
+            } else {
+                let next = self.inbox.borrow_mut().pop_front();
+                let Some((node, purpose, reply)) = next else {
+                    return;
+                };
+                op.answer(node, purpose, reply, Instant::now())
+            };
+            let sends = op.sends();
+            let faulted = op.faulted();
+            drop(op);
+            self.settle(step, faulted);
+            self.send_all(sends);
+            self.rearm();
+        }
+    }
+
+    /// Nothing may call into JS any more: its promise is never settled, its
+    /// alarm is dropped (a reply still owed finds no promise).
+    fn forget(&self) {
+        let _never_settled = self.deferred.take();
+        if let Some(key) = self.alarm.take() {
+            self.reactor.disarm(key);
+        }
+    }
+
+    /// Arms the reactor's alarm at the instant the machine names (its wait
+    /// ending mid-attempt, a node's bound), or disarms it once there is none.
+    fn rearm(self: &Rc<Self>) {
+        let Ok(op) = self.op.try_borrow() else {
+            return;
+        };
+        let at = op.poll_timeout();
+        drop(op);
+        let armed = self.alarm.get();
+        if armed.map(|(t, _)| t) == at {
+            return;
+        }
+        if let Some(key) = armed {
+            self.alarm.set(None);
+            self.reactor.disarm(key);
+        }
+        if let Some(at) = at {
+            let me = self.clone();
+            let key = self.reactor.alarm(at, Box::new(move || me.alarmed(at)));
+            self.alarm.set(Some(key));
+        }
+    }
+
+    /// The alarm at `at` went off: the machine hears the time (a pause ends,
+    /// or the wait).
+    fn alarmed(self: &Rc<Self>, at: Instant) {
+        if self.alarm.get().is_some_and(|(t, _)| t == at) {
+            self.alarm.set(None);
+        }
+        let Ok(mut op) = self.op.try_borrow_mut() else {
+            return;
+        };
+        let step = op.timeout(Some(at), Instant::now());
+        let sends = op.sends();
+        let faulted = op.faulted();
+        drop(op);
+        self.settle(step, faulted);
+        self.send_all(sends);
+        self.pump();
+        self.rearm();
+    }
+
+    fn settle(&self, step: fast::Step, faulted: bool) {
+        let deferred = match step {
+            fast::Step::Pending => return,
+            _ => match self.deferred.take() {
+                Some(d) => d,
+                None => return,
+            },
+        };
+        // Settled: nothing will wake it any more (whoever called holds it still).
+        let gone = WAITING.try_with(|w| w.borrow_mut().1.remove(&self.id));
+        drop(gone);
+        let env = self.env;
+        match step {
+            fast::Step::Pending => {}
+            fast::Step::Won(lock) => finish(env, deferred, Ok(NativeLock { lock }), faulted),
+            fast::Step::Failed(e) => finish::<NativeLock>(env, deferred, Err(to_napi(e)), faulted),
+        }
+    }
+}
