@@ -308,20 +308,38 @@ async function fastAddrs(probe) {
     .map((l) => /addr=(\S+)/.exec(l)?.[1])
 }
 
-for (const how of ['plain', 'signal', 'waitTimeout']) {
-  test(`a contended acquire (${how}) runs on the JS thread from first attempt to outcome: a release notice wakes it there`, async () => {
+/** How each kind of acquisition is held by one client and waited for by another. */
+const KINDS = {
+  plain: { hold: (c, key) => c.acquire(key, { ttl: 10000 }), wait: (c, key, opts) => c.acquire(key, opts) },
+  signal: {
+    hold: (c, key) => c.acquire(key, { ttl: 10000 }),
+    wait: (c, key, opts) => c.acquire(key, { ...opts, signal: new AbortController().signal }),
+  },
+  waitTimeout: {
+    hold: (c, key) => c.acquire(key, { ttl: 10000 }),
+    wait: (c, key, opts) => c.acquire(key, { ...opts, waitTimeout: 8000 }),
+  },
+  semaphore: {
+    hold: (c, key) => c.semaphore(key, { limit: 2 }).acquire({ ttl: 10000, permits: 2 }),
+    wait: (c, key, opts) => c.semaphore(key, { limit: 2 }).acquire(opts),
+  },
+  'write lock': {
+    hold: (c, key) => c.readWriteLock(key).readLock({ ttl: 10000 }),
+    wait: (c, key, opts) => c.readWriteLock(key).writeLock(opts),
+  },
+}
+
+for (const [how, kind] of Object.entries(KINDS)) {
+  test(`a contended acquisition (${how}) runs on the JS thread from first attempt to outcome: a release notice wakes it there`, async () => {
     const holder = client(false, { url: servers[0].url })
     const locks = client(true, { url: servers[0].url })
     await warm(locks, true)
     const key = `fast:whole:${how}`
-    const held = await holder.acquire(key, { ttl: 10000 })
+    const held = await kind.hold(holder, key)
     const monitor = await monitorOf(probes[0])
     try {
-      const opts = { ttl: 10000, retryDelay: 3000 }
-      if (how === 'signal') opts.signal = new AbortController().signal
-      if (how === 'waitTimeout') opts.waitTimeout = 8000
       const woken = locks.stats().woken
-      const waiting = locks.acquire(key, opts)
+      const waiting = kind.wait(locks, key, { ttl: 10000, retryDelay: 3000 })
       // In line once the client's subscriber connection listens for the key's releases.
       await waitFor(async () => (await probes[0].pubsub('NUMSUB', `__lockdog:released:${key}`))[1] >= 1, {
         what: 'the waiter subscribed',

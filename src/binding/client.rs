@@ -124,14 +124,11 @@ impl NativeClient {
         let kind = kind.unwrap_or_default().to_kind().map_err(to_napi)?;
         let opts = options.unwrap_or_default().to_core().map_err(to_napi)?;
         let request = kind.prepare(&self.core, keys, &opts).map_err(to_napi)?;
-        // A plain lock is taken on the JS thread's loop where it has one.
-        let request = if request.permits.is_none() {
-            match fast::acquire(env, &self.core, Box::new(request), cancel) {
-                Ok(promise) => return Ok(promise),
-                Err(request) => *request,
-            }
-        } else {
-            request
+        // Taken on the JS thread's loop where it has one (a lock, a
+        // semaphore's or read-write lock's permits on plain masters).
+        let request = match fast::acquire(env, &self.core, Box::new(request), cancel) {
+            Ok(promise) => return Ok(promise),
+            Err(request) => *request,
         };
         let cancel = cancel.map(|c| c.token.clone()).unwrap_or_default();
         let client = self.core.clone();

@@ -1,7 +1,8 @@
-//! A plain lock's acquisition on the JS thread, from its first attempt to
-//! its outcome: the promise, the machine (`core::fast::FastAcquire`), its
-//! commands on the node's connections, its alarm on the reactor's timer,
-//! and the wakes other threads queue for it (its turn, a release notice).
+//! An acquisition on the JS thread (a lock's, or permits on one key), from
+//! its first attempt to its outcome: the promise, the machine
+//! (`core::fast::FastAcquire`), its commands on the node's connections, its
+//! alarm on the reactor's timer, and the wakes other threads queue for it
+//! (its turn, a release notice).
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -23,7 +24,6 @@ use crate::binding::settle::{self, Deferred};
 use crate::core::error::NodeAnswer;
 use crate::core::fast;
 use crate::core::ops::acquisition::Purpose;
-use crate::core::waiters::Waker;
 use crate::core::{self as core, Request};
 
 thread_local! {
@@ -95,7 +95,7 @@ fn woken(id: u64) {
     }
 }
 
-/// A plain lock's acquisition driven on the JS thread; the request back when
+/// An acquisition driven on the JS thread; the request back when
 /// this driver does not take it.
 pub fn acquire<'env>(
     env: &'env Env,
@@ -121,19 +121,10 @@ pub fn acquire<'env>(
     let Ok((deferred, promise)) = settle::promise(raw_env) else {
         return Err(request);
     };
-    let id = WAITING
-        .try_with(|w| {
-            let mut w = w.borrow_mut();
-            w.0 += 1;
-            w.0
-        })
-        .unwrap_or(0);
-    let queue = r.queue.clone();
-    let waker: Waker = Arc::new(move || queue.run(move |_| woken(id)));
-    let mut op = fast::fast_acquire(client, request, runtime, waker)?;
+    let mut op = fast::fast_acquire(client, request, runtime)?;
     let first = op.sends();
     let driving = Rc::new(Driving {
-        id,
+        id: Cell::new(None),
         client: key_of(client),
         op: RefCell::new(op),
         inbox: RefCell::new(VecDeque::new()),
@@ -146,9 +137,6 @@ pub fn acquire<'env>(
         close_asked: Cell::new(false),
         notice_asked: Cell::new(false),
         told: RefCell::new(None),
-    });
-    let _ = WAITING.try_with(|w| {
-        w.borrow_mut().1.insert(id, driving.clone());
     });
     if let Some(handle) = cancel {
         let weak = Rc::downgrade(&driving);
@@ -171,8 +159,8 @@ pub fn acquire<'env>(
 /// it was busy (a command answered as it is sent), and the caller's promise.
 /// While it pauses, its alarm holds it (and keeps the loop alive).
 struct Driving {
-    /// Its entry in [`WAITING`].
-    id: u64,
+    /// Its entry in [`WAITING`], once it waits.
+    id: Cell<Option<u64>>,
     /// Its client ([`key_of`]).
     client: usize,
     op: RefCell<fast::FastAcquire>,
@@ -272,9 +260,37 @@ impl Driving {
         }
     }
 
-    /// Arms the reactor's alarm at the instant the machine names (its wait
-    /// ending mid-attempt, a node's bound), or disarms it once there is none.
+    /// It waits (for its turn, in the key's line, or in a pause): it is
+    /// entered in [`WAITING`], where a wake queued from another thread, or
+    /// its client's `close()`, finds it, and its machine gets its waker.
+    fn enter_waiting(self: &Rc<Self>) {
+        let Ok(mut op) = self.op.try_borrow_mut() else {
+            return;
+        };
+        if !op.wants_waker() {
+            return;
+        }
+        let id = WAITING
+            .try_with(|w| {
+                let mut w = w.borrow_mut();
+                w.0 += 1;
+                let id = w.0;
+                w.1.insert(id, self.clone());
+                id
+            })
+            .ok();
+        let Some(id) = id else { return };
+        self.id.set(Some(id));
+        let queue = self.reactor.queue.clone();
+        op.wake_with(Arc::new(move || queue.run(move |_| woken(id))));
+    }
+
+    /// After its turn: entered in [`WAITING`] if it now waits, and the
+    /// reactor's alarm armed at the instant the machine names (a pause's
+    /// end, its wait ending mid-attempt, a node's bound), or disarmed once
+    /// there is none.
     fn rearm(self: &Rc<Self>) {
+        self.enter_waiting();
         let Ok(op) = self.op.try_borrow() else {
             return;
         };
@@ -323,8 +339,10 @@ impl Driving {
             },
         };
         // Settled: nothing will wake it any more (whoever called holds it still).
-        let gone = WAITING.try_with(|w| w.borrow_mut().1.remove(&self.id));
-        drop(gone);
+        if let Some(id) = self.id.take() {
+            let gone = WAITING.try_with(|w| w.borrow_mut().1.remove(&id));
+            drop(gone);
+        }
         let env = self.env;
         match step {
             fast::Step::Pending => {}

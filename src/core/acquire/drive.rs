@@ -14,16 +14,17 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::attempt::connect_first;
+use super::permits::writer_mark_ms;
 use super::queue::{queue_up, Queued};
 use crate::core::broken;
 use crate::core::error::{LockError, NodeAnswer, Result};
 use crate::core::keys;
 use crate::core::lock::Lock;
-use crate::core::model::{self, Attempt, LockKind, Request, Won as Register};
+use crate::core::model::{self, Attempt, Kind, LockKind, Request, Won as Register};
 use crate::core::ops::acquire::Lease;
 use crate::core::ops::acquisition::failure::{aborted, behind_earlier};
 use crate::core::ops::acquisition::{
-    Acquisition, Cancel, Event, Outcome, Plan, Purpose, Transmit, Won,
+    Acquisition, Cancel, Event, Outcome, Plan, Purpose, Take, Transmit, Won,
 };
 use crate::core::ops::Answer;
 use crate::core::shared::Inner;
@@ -31,11 +32,16 @@ use crate::core::shared::Inner;
 /// A node's reply to one of the machine's commands.
 type Arrived = (usize, Purpose, Answer);
 
-/// Whether the machine takes `request` on this client: a plain lock on
-/// plain masters (or Sentinel-named ones), without waiting for replicas.
+/// Whether the machine takes `request` on this client: a plain lock, or a
+/// semaphore's or read-write lock's permits on one key (not a fair line nor
+/// a Redlock semaphore's slots), on plain masters (or Sentinel-named ones),
+/// without waiting for replicas.
 pub(crate) fn drives(inner: &Inner, request: &Request) -> bool {
-    request.permits.is_none()
-        && request.spec.wait_replicas.is_none()
+    let kind = request.permits.map(|p| p.kind);
+    matches!(
+        kind,
+        None | Some(Kind::Semaphore | Kind::Read | Kind::Write)
+    ) && request.spec.wait_replicas.is_none()
         && !inner.cfg.has_cluster()
         && broken::mode() == broken::Broken::None
 }
@@ -44,17 +50,28 @@ pub(crate) fn drives(inner: &Inner, request: &Request) -> bool {
 pub(crate) fn plan_of(inner: &Inner, request: &Request) -> Plan {
     let spec = &request.spec;
     let keys = keys::prefixed(&inner.cfg.key_prefix, &request.names);
+    let take = match request.permits {
+        None => Take::Lock,
+        Some(permits) => Take::Permits {
+            permits,
+            writer: model::writer_key(&keys[0]),
+            mark_ms: writer_mark_ms(spec),
+        },
+    };
+    // Permits carry no fence.
+    let fencing = inner.cfg.fencing && request.permits.is_none();
     Plan {
         nodes: inner.nodes.iter().map(|n| n.name.clone()).collect(),
-        script_keys: keys::script_keys(&keys, inner.cfg.fencing),
+        script_keys: keys::script_keys(&keys, fencing),
         notices: keys.len() == 1,
+        take,
         keys,
         label: request.names.join(", "),
         lease: Lease {
             ttl: spec.ttl,
             drift: inner.cfg.drift_for(spec.ttl),
             min_validity: spec.min_validity,
-            fencing: inner.cfg.fencing,
+            fencing,
         },
         node_timeout: inner.cfg.node_timeout_for(spec.ttl),
         retry_delay: spec.retry_delay,
@@ -108,7 +125,7 @@ pub(super) async fn acquire(
         return Err(aborted(&label, 0));
     }
     let now = Instant::now();
-    let token = model::token(None);
+    let token = plan.take.token();
     let seed = rand::random();
     let acq = if behind {
         Acquisition::behind(plan, token, seed, now)
@@ -347,7 +364,7 @@ pub(crate) fn register(
     let lock = inner.register(Register {
         keys,
         token,
-        kind: LockKind::Plain,
+        kind: LockKind::of(request.permits),
         attempts,
         started: broken::validity_start(started),
         spec: &request.spec,

@@ -20,6 +20,18 @@ use crate::core::quorum::slots::{slot_verdict, SlotReply};
 use crate::core::shared::Inner;
 use crate::core::time::ms_of;
 
+/// How long a waiting writer's mark lasts: it outlives the writer's pauses
+/// between attempts, not much more; a writer that will not wait leaves none.
+pub(crate) fn writer_mark_ms(spec: &AcquireSpec) -> u64 {
+    if spec.retry_count == Some(0) || spec.wait_timeout.is_zero() {
+        0
+    } else {
+        ms_of(spec.retry_delay + spec.retry_jitter)
+            .saturating_mul(2)
+            .max(200)
+    }
+}
+
 /// One attempt at a semaphore's or read-write lock's permits on every node.
 pub(super) async fn attempt_permits(
     inner: &Arc<Inner>,
@@ -29,15 +41,7 @@ pub(super) async fn attempt_permits(
     spec: &AcquireSpec,
 ) -> Attempt {
     let writer = &writer_key(key);
-    // A waiting writer's mark outlives its pauses between attempts, not much
-    // more; a writer that will not wait leaves none.
-    let mark_ms = if spec.retry_count == Some(0) || spec.wait_timeout.is_zero() {
-        0
-    } else {
-        ms_of(spec.retry_delay + spec.retry_jitter)
-            .saturating_mul(2)
-            .max(200)
-    };
+    let mark_ms = writer_mark_ms(spec);
     let ttl_ms = ms_of(spec.ttl);
     let timeout = inner.cfg.node_timeout_for(spec.ttl);
     let cons = connect_first(inner, timeout).await;

@@ -1,6 +1,7 @@
-//! The JS thread's driver of a plain lock's acquisition: it runs the
-//! acquisition machine (`ops::acquisition`) from its first attempt to its
-//! outcome as the thread's loop reads the nodes' replies, sends what the
+//! The JS thread's driver of an acquisition (a lock's, or a semaphore's or
+//! read-write lock's permits on one key): it runs the acquisition machine
+//! (`ops::acquisition`) from its first attempt to its outcome as the
+//! thread's loop reads the nodes' replies, sends what the
 //! machine asks for (an attempt, its undo, a retry) on the same
 //! connections, wakes it at the instant it names (a pause's end, its wait
 //! ending mid-attempt) on the same loop's timer, and decides nothing. A
@@ -29,20 +30,20 @@ use crate::core::waiters::Waker;
 /// to send once its turn came (earlier callers of its client for the key
 /// first); the request back when this driver does not take it (permits,
 /// `waitReplicas`, a closed client). `runtime` runs what it starts off the
-/// thread (the key's subscription); `waker` is told when its turn may have
-/// come, or a release notice or a caller behind woke its place in line.
+/// thread (the key's subscription). Once it waits (for its turn, in the
+/// key's line, or in a pause) it wants a [`Waker`]
+/// ([`FastAcquire::wants_waker`]).
 pub fn fast_acquire(
     client: &Client,
     request: Box<Request>,
     runtime: Handle,
-    waker: Waker,
 ) -> std::result::Result<FastAcquire, Box<Request>> {
     let inner = client.inner().clone();
     if !drives(&inner, &request) || inner.ensure_open().is_err() {
         return Err(request);
     }
     let plan = plan_of(&inner, &request);
-    let token = crate::core::model::token(None);
+    let token = plan.take.token();
     let now = Instant::now();
     let acq = Acquisition::in_turn(plan, token, rand::random(), now);
     let mut op = FastAcquire {
@@ -51,21 +52,13 @@ pub fn fast_acquire(
         request: Some(request),
         queued: None,
         runtime,
-        waker,
+        waker: None,
         faulted: false,
         running: None,
         packed: None,
     };
-    let early = op
-        .request
-        .as_ref()
-        .and_then(|r| r.arrival.as_ref())
-        .filter(|a| !a.may_go());
-    match early {
-        // Earlier callers of this key have not had their turn yet.
-        Some(arrival) => arrival.on_turn(op.waker.clone()),
-        None => op.take_turn(now),
-    }
+    // Earlier callers of this key may not have had their turn yet.
+    op.take_turn(now);
     // Behind callers already in the key's line: it joins it now. Nothing
     // has been sent, so there is no outcome yet.
     let begun = op.step();
@@ -99,7 +92,9 @@ pub struct FastAcquire {
     /// Its place in the key's line while it waits there.
     queued: Option<Queued>,
     runtime: Handle,
-    waker: Waker,
+    /// Told when its turn may have come, or a release notice or a caller
+    /// behind woke its place in line; given once it waits.
+    waker: Option<Waker>,
     faulted: bool,
     /// A won attempt's nodes still out count as the client's background work.
     running: Option<Running>,
@@ -189,6 +184,28 @@ impl FastAcquire {
             self.acq.handle_notice(now);
         }
         self.step()
+    }
+
+    /// It waits (for its turn, in the key's line, or in a pause) and has no
+    /// [`Waker`] yet: its driver gives one ([`FastAcquire::wake_with`]).
+    pub fn wants_waker(&self) -> bool {
+        self.waker.is_none()
+            && self.request.is_some()
+            && (self.acq.waits_for_turn() || self.queued.is_some() || self.acq.is_paused())
+    }
+
+    /// `waker` is told when its turn may have come, or a release notice or a
+    /// caller behind woke its place in line (at once if that happened already).
+    pub fn wake_with(&mut self, waker: Waker) {
+        if self.acq.waits_for_turn() {
+            if let Some(arrival) = self.request.as_ref().and_then(|r| r.arrival.as_ref()) {
+                arrival.on_turn(waker.clone());
+            }
+        }
+        if let Some(q) = &self.queued {
+            q.place.on_wake(waker.clone());
+        }
+        self.waker = Some(waker);
     }
 
     /// Begins once every earlier caller's first attempt was answered: at
@@ -302,7 +319,9 @@ impl FastAcquire {
             request.arrival.as_ref(),
             self.runtime.clone(),
         );
-        queued.place.on_wake(self.waker.clone());
+        if let Some(waker) = &self.waker {
+            queued.place.on_wake(waker.clone());
+        }
         self.queued = Some(queued);
         self.hears();
     }
@@ -346,8 +365,7 @@ mod tests {
 
     fn start(c: &Client, rt: &tokio::runtime::Runtime, opts: &AcquireOptions) -> FastAcquire {
         let request = c.prepare_lock(vec!["k".into()], opts).expect("a request");
-        let (waker, _) = counting_waker();
-        match fast_acquire(c, Box::new(request), rt.handle().clone(), waker) {
+        match fast_acquire(c, Box::new(request), rt.handle().clone()) {
             Ok(op) => op,
             Err(_) => panic!("a plain lock is driven here"),
         }
@@ -448,10 +466,13 @@ mod tests {
         let request = c
             .prepare_lock(vec!["k".into()], &AcquireOptions::default())
             .expect("a request");
-        let (waker, told) = counting_waker();
-        let Ok(mut op) = fast_acquire(&c, Box::new(request), rt.handle().clone(), waker) else {
+        let Ok(mut op) = fast_acquire(&c, Box::new(request), rt.handle().clone()) else {
             panic!("a plain lock is driven here");
         };
+        assert!(
+            !op.wants_waker(),
+            "its attempt is out: nothing to wake it for"
+        );
         op.sends();
         let t0 = Instant::now();
         let step = op.answer(0, Purpose::Attempt(1), held(5_000), t0);
@@ -460,6 +481,10 @@ mod tests {
             "held everywhere: nothing to undo"
         );
         assert!(op.sends().is_empty());
+        assert!(op.wants_waker(), "in the key's line");
+        let (waker, told) = counting_waker();
+        op.wake_with(waker);
+        assert!(!op.wants_waker());
         assert!(matches!(op.notice(t0 + ms(1)), Step::Pending));
         assert!(op.sends().is_empty(), "no notice yet: it keeps pausing");
         let key = op.acq.plan().keys[0].clone();
@@ -491,10 +516,12 @@ mod tests {
         let request = c
             .prepare_lock(vec!["k".into()], &AcquireOptions::default())
             .expect("a request");
-        let (waker, told) = counting_waker();
-        let Ok(mut second) = fast_acquire(&c, Box::new(request), rt.handle().clone(), waker) else {
+        let Ok(mut second) = fast_acquire(&c, Box::new(request), rt.handle().clone()) else {
             panic!("a plain lock is driven here");
         };
+        assert!(second.wants_waker(), "it waits for its turn");
+        let (waker, told) = counting_waker();
+        second.wake_with(waker);
         assert!(
             second.sends().is_empty(),
             "the first caller's attempt is still out"

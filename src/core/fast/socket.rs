@@ -73,9 +73,14 @@ impl Socket {
     }
 }
 
-/// The scripts the fast path sends (acquire, release, extend), loaded when
-/// a connection opens.
-const PRELOADED: [&str; 3] = [source::ACQUIRE, source::RELEASE, source::EXTEND];
+/// The scripts the fast path sends (acquire, release, extend, a semaphore's
+/// acquire), loaded when a connection opens.
+const PRELOADED: [&str; 4] = [
+    source::ACQUIRE,
+    source::RELEASE,
+    source::EXTEND,
+    source::SEM_ACQUIRE,
+];
 
 /// The name a fast connection gives itself (`CLIENT SETNAME`).
 pub const CLIENT_NAME: &str = "lockdog-fast";

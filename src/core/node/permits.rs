@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use super::{Connection, Node};
-use crate::core::broken;
 use crate::core::error::NodeAnswer;
 use crate::core::keys::CHANNEL_PREFIX;
 use crate::core::model::{Lease, Permits};
@@ -21,16 +20,7 @@ pub(super) async fn acquire_permits(
     p: Permits,
     timeout: Duration,
 ) -> NodeAnswer {
-    let mut invocation = scripts::Call::new(&scripts::SEM_ACQUIRE);
-    invocation.key(lease.key);
-    invocation
-        .key(lease.writer)
-        .arg(lease.token)
-        .arg(lease.ttl_ms)
-        .arg(broken::sem_limit(p.limit))
-        .arg(p.permits)
-        .arg(p.kind_code())
-        .arg(lease.mark_ms);
+    let invocation = permits::call(lease, p);
     permits::granted(node.run(con, &invocation, timeout).await, "semaphore")
 }
 

@@ -72,11 +72,15 @@ impl Lease {
     }
 }
 
+/// How one node's reply to an attempt reads: its answer and its fence.
+pub type ReadReply = fn(Answer) -> (NodeAnswer, i64);
+
 /// One attempt on every node, its answers so far.
 pub struct Acquire {
     gather: Gather<i64>,
     lease: Lease,
     record: Answers,
+    read: ReadReply,
 }
 
 impl Acquire {
@@ -86,7 +90,14 @@ impl Acquire {
             gather: Gather::new(nodes),
             lease,
             record,
+            read: answer,
         }
+    }
+
+    /// The replies read by `read` (another kind's attempt script).
+    pub fn reading(mut self, read: ReadReply) -> Acquire {
+        self.read = read;
+        self
     }
 
     /// Node `i`'s reply at `now`, for an attempt sent at `started`.
@@ -97,7 +108,7 @@ impl Acquire {
         started: Instant,
         now: Instant,
     ) -> Progress {
-        let (answer, fence) = answer(reply);
+        let (answer, fence) = (self.read)(reply);
         let lease = self.lease;
         self.gather
             .offer(i, answer, fence, Some(&self.record), |g| {

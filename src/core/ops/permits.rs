@@ -1,9 +1,33 @@
-//! Semaphores and fair lines: how the replies of their scripts read (the
-//! calls are built beside the leases they carry, in `node::permits` and
-//! `node::fair`).
+//! Semaphores and fair lines: a semaphore's or read-write lock's acquire
+//! call, and how the replies of their scripts read (the fair calls are
+//! built beside the leases they carry, in `node::fair`).
 
 use super::reply::{counted, unexpected, Answer, Reply};
+use crate::core::broken;
 use crate::core::error::NodeAnswer;
+use crate::core::model::{Lease, Permits};
+use crate::core::scripts::{self, Call};
+
+/// The semaphore's acquire script for `lease`: `p.permits` of `p.limit`
+/// (a read-write lock's reader or writer by `p.kind`).
+pub fn call(lease: &Lease<'_>, p: Permits) -> Call<'static> {
+    let mut call = Call::new(&scripts::SEM_ACQUIRE);
+    call.key(lease.key);
+    call.key(lease.writer)
+        .arg(lease.token)
+        .arg(lease.ttl_ms)
+        .arg(broken::sem_limit(p.limit))
+        .arg(p.permits)
+        .arg(p.kind_code())
+        .arg(lease.mark_ms);
+    call
+}
+
+/// The semaphore's acquire reply as an attempt reads it: taken or held,
+/// with no fence.
+pub fn attempt_answer(reply: Answer) -> (NodeAnswer, i64) {
+    (granted(reply, "semaphore"), 0)
+}
 
 pub use crate::core::quorum::slots::SlotReply;
 

@@ -27,7 +27,7 @@ mod steps;
 #[cfg(test)]
 mod tests;
 
-pub use plan::{Cancel, Event, Outcome, Plan, Purpose, Transmit, Won};
+pub use plan::{Cancel, Event, Outcome, Plan, Purpose, Take, Transmit, Won};
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -287,7 +287,7 @@ impl Acquisition {
                     (Purpose::Undo(_), Ok(r)) => {
                         super::release::answer(Ok(r), self.plan.keys.len())
                     }
-                    (Purpose::Attempt(_), Ok(r)) => super::acquire::answer(Ok(r)).0,
+                    (Purpose::Attempt(_), Ok(r)) => (self.plan.take.reader())(Ok(r)).0,
                 };
                 self.fault(node, answer);
             }

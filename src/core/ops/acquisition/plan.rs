@@ -4,10 +4,71 @@
 
 use std::time::{Duration, Instant};
 
-use super::super::acquire::Lease;
+use super::super::acquire::{self, Lease, ReadReply};
+use super::super::permits;
 use crate::core::error::{LockError, NodeAnswer};
-use crate::core::model::Answers;
+use crate::core::model::{self, Answers, Permits};
 use crate::core::scripts::Call;
+use crate::core::time::ms_of;
+
+/// What an attempt takes.
+#[derive(Debug, Clone)]
+pub enum Take {
+    /// A lock's keys (`SET NX` on each, with their fence counters).
+    Lock,
+    /// A semaphore's or read-write lock's permits on one key; `writer`: the
+    /// key of a waiting writer's mark, which lasts `mark_ms` (0: none).
+    Permits {
+        permits: Permits,
+        writer: String,
+        mark_ms: u64,
+    },
+}
+
+impl Take {
+    /// The permits it takes (`None`: a lock).
+    pub fn permits(&self) -> Option<Permits> {
+        match self {
+            Take::Lock => None,
+            Take::Permits { permits, .. } => Some(*permits),
+        }
+    }
+
+    /// A fresh token for an attempt (it names the permits it holds).
+    pub fn token(&self) -> String {
+        model::token(self.permits())
+    }
+
+    /// How a node's reply to its attempt reads.
+    pub fn reader(&self) -> ReadReply {
+        match self {
+            Take::Lock => acquire::answer,
+            Take::Permits { .. } => permits::attempt_answer,
+        }
+    }
+
+    /// Its attempt's call for `token`.
+    pub(super) fn call(&self, plan: &Plan, token: &str) -> Call<'static> {
+        let ttl_ms = ms_of(plan.lease.ttl);
+        match self {
+            Take::Lock => acquire::call(&plan.script_keys, plan.keys.len(), token, ttl_ms),
+            Take::Permits {
+                permits,
+                writer,
+                mark_ms,
+            } => {
+                let lease = model::Lease {
+                    key: &plan.keys[0],
+                    writer,
+                    token,
+                    ttl_ms,
+                    mark_ms: *mark_ms,
+                };
+                permits::call(&lease, *permits)
+            }
+        }
+    }
+}
 
 /// What an acquisition is asked to do; fixed for its whole life.
 #[derive(Debug, Clone)]
@@ -32,6 +93,7 @@ pub struct Plan {
     /// The nodes publish the key's release notices (one key, a plain master
     /// among them): a contended acquisition asks to listen for them.
     pub notices: bool,
+    pub take: Take,
 }
 
 /// Why a command goes to a node: attempt number `n`, or its undo.

@@ -34,14 +34,9 @@ impl Acquisition {
         if n > 1 && nodes > 1 {
             // Redlock: a fresh value per attempt. One node keeps its token, so
             // an earlier attempt that landed without a reply still counts as ours.
-            self.token = uuid::Uuid::new_v4().to_string();
+            self.token = self.plan.take.token();
         }
-        let call = acquire::call(
-            &self.plan.script_keys,
-            self.plan.keys.len(),
-            &self.token,
-            crate::core::time::ms_of(self.plan.lease.ttl),
-        );
+        let call = self.plan.take.call(&self.plan, &self.token);
         for node in 0..nodes {
             self.transmits.push_back(Transmit {
                 node,
@@ -54,7 +49,8 @@ impl Acquisition {
         self.phase = Phase::Attempt {
             n,
             started: now,
-            op: Acquire::new(nodes, self.plan.lease, record.clone()),
+            op: Acquire::new(nodes, self.plan.lease, record.clone())
+                .reading(self.plan.take.reader()),
             record,
             out: vec![true; nodes],
             sent: vec![false; nodes],

@@ -35,6 +35,20 @@ fn plan(nodes: usize, wait_ms: u64, retry_count: Option<u32>, fencing: bool) -> 
         retry_count,
         wait_timeout: ms(wait_ms),
         notices: true,
+        take: Take::Lock,
+    }
+}
+
+/// A read-write lock's writer on one key.
+fn writer_plan(nodes: usize) -> Plan {
+    let permits = crate::core::model::rw_permits(true);
+    Plan {
+        take: Take::Permits {
+            permits,
+            writer: "k:writer".into(),
+            mark_ms: 400,
+        },
+        ..plan(nodes, 10_000, None, false)
     }
 }
 
@@ -693,4 +707,68 @@ fn a_node_it_timed_out_itself_is_one_fault_though_the_transport_times_it_out_too
         1,
         "a third answer is not the same one"
     );
+}
+
+#[test]
+fn permits_are_taken_by_the_semaphore_script_and_undone_like_a_lock() {
+    let t0 = Instant::now();
+    let token = Take::Permits {
+        permits: crate::core::model::rw_permits(true),
+        writer: String::new(),
+        mark_ms: 0,
+    }
+    .token();
+    let mut a = Acquisition::new(writer_plan(3), token.clone(), 1, t0);
+    let first = drain(&mut a);
+    assert_eq!(first.len(), 3);
+    let script = first[0].call.script.get_hash().to_string();
+    assert_eq!(
+        script,
+        crate::core::scripts::SEM_ACQUIRE.get_hash().to_string()
+    );
+    assert_ne!(script, crate::core::scripts::ACQUIRE.get_hash().to_string());
+    // A semaphore grants `[1, count]` (no fence) or answers `[0, wait]`.
+    a.handle_reply(
+        0,
+        Purpose::Attempt(1),
+        Ok(R::Array(vec![R::Int(1), R::Int(3)])),
+        t0 + ms(1),
+    );
+    a.handle_reply(1, Purpose::Attempt(1), held(700), t0 + ms(2));
+    a.handle_reply(2, Purpose::Attempt(1), held(900), t0 + ms(3));
+    assert!(events(&mut a).contains(&Event::Contended));
+    let undo = drain(&mut a);
+    assert_eq!(
+        undo.iter().map(|t| (t.node, t.purpose)).collect::<Vec<_>>(),
+        [(0, Purpose::Undo(1))],
+        "the node that granted it gives its permits back"
+    );
+    assert_eq!(
+        undo[0].call.script.get_hash().to_string(),
+        crate::core::scripts::RELEASE.get_hash().to_string()
+    );
+    a.handle_reply(0, Purpose::Undo(1), released(), t0 + ms(4));
+    let at = a.poll_timeout().expect("a pause");
+    a.handle_timeout(at);
+    let second = drain(&mut a);
+    assert_eq!(second.len(), 3);
+    let retry_token = a.token().to_string();
+    assert_ne!(
+        retry_token, token,
+        "a fresh token per attempt on several nodes"
+    );
+    assert!(
+        retry_token.starts_with(&token[..token.find(':').expect("a permits prefix") + 1]),
+        "which still names its permits: {retry_token}"
+    );
+    for node in 0..3 {
+        a.handle_reply(
+            node,
+            Purpose::Attempt(2),
+            Ok(R::Array(vec![R::Int(1), R::Int(1)])),
+            at + ms(1),
+        );
+    }
+    let w = won(&mut a);
+    assert_eq!((w.attempts, w.fence, w.token), (2, 0, retry_token));
 }
