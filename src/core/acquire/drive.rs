@@ -16,15 +16,15 @@ use tokio_util::sync::CancellationToken;
 use super::attempt::connect_first;
 use super::permits::writer_mark_ms;
 use super::queue::{queue_up, Queued};
+use super::register::register;
 use crate::core::broken;
-use crate::core::error::{LockError, NodeAnswer, Result};
+use crate::core::error::{NodeAnswer, Result};
 use crate::core::keys;
 use crate::core::lock::Lock;
-use crate::core::model::{self, Attempt, Kind, LockKind, Request, Won as Register};
+use crate::core::model::{self, Kind, Request};
 use crate::core::ops::acquire::Lease;
-use crate::core::ops::acquisition::failure::{aborted, behind_earlier};
 use crate::core::ops::acquisition::{
-    Acquisition, Cancel, Event, Outcome, Plan, Purpose, Take, Transmit, Won,
+    Acquisition, Cancel, Event, Outcome, Plan, Purpose, Take, Transmit,
 };
 use crate::core::ops::Answer;
 use crate::core::shared::Inner;
@@ -81,66 +81,24 @@ pub(crate) fn plan_of(inner: &Inner, request: &Request) -> Plan {
     }
 }
 
-/// Takes the plain lock `request` asks for.
+/// Takes the lock (or permits) `request` asks for.
 pub(super) async fn acquire(
     inner: &Arc<Inner>,
     request: Request,
     cancel: CancellationToken,
 ) -> Result<Lock> {
     inner.ensure_open()?;
-    let began = Instant::now();
     let plan = plan_of(inner, &request);
-    let label = plan.label.clone();
-    let wait_until = began + request.spec.wait_timeout;
-    let bounded = !request.spec.wait_timeout.is_zero();
-    let mut behind = false;
-    if let Some(arrival) = &request.arrival {
-        // Earlier callers of this client for the key go first.
-        tokio::select! {
-            _ = arrival.turn() => {}
-            _ = cancel.cancelled() => return Err(aborted(&label, 0)),
-            _ = inner.closing.cancelled() => return Err(LockError::closed()),
-            _ = tokio::time::sleep_until(wait_until.into()), if bounded => {
-                return Err(behind_earlier(&label, request.spec.wait_timeout));
-            }
-        }
-        inner.ensure_open()?;
-        behind = behind_earlier_callers(inner, &plan, &request);
-    }
-    // Connected before the validity clock starts, so it does not pay for a handshake.
-    // A node it could not connect to answers the first attempt with that.
-    let mut unreached = vec![None; inner.nodes.len()];
-    if !behind {
-        tokio::select! {
-            cons = connect_first(inner, plan.node_timeout) => {
-                for (slot, con) in unreached.iter_mut().zip(cons) {
-                    *slot = con.err();
-                }
-            }
-            _ = cancel.cancelled() => {}
-        }
-    }
-    // Cancelled before it began: no attempt at all.
-    if cancel.is_cancelled() {
-        return Err(aborted(&label, 0));
-    }
-    let now = Instant::now();
     let token = plan.take.token();
-    let seed = rand::random();
-    let acq = if behind {
-        Acquisition::behind(plan, token, seed, now)
-    } else {
-        Acquisition::new(plan, token, seed, now)
-    }
-    .waited_since(began);
+    let acq = Acquisition::in_turn(plan, token, rand::random(), Instant::now());
     Driver {
         inner: inner.clone(),
         acq,
         queued: None,
         replies: mpsc::unbounded_channel(),
-        unreached,
+        unreached: vec![None; inner.nodes.len()],
     }
-    .run(request, behind, &cancel)
+    .run(request, &cancel)
     .await
 }
 
@@ -157,17 +115,12 @@ struct Driver {
 }
 
 impl Driver {
-    async fn run(
-        mut self,
-        request: Request,
-        listen: bool,
-        cancel: &CancellationToken,
-    ) -> Result<Lock> {
+    async fn run(mut self, request: Request, cancel: &CancellationToken) -> Result<Lock> {
         let key = self.acq.plan().keys[0].clone();
-        if listen {
-            self.queue_up(&key, &request, cancel).await;
-        }
         loop {
+            if self.acq.waits_for_turn() {
+                self.turn(&request, cancel).await;
+            }
             self.send();
             while let Some(event) = self.acq.poll_event() {
                 match event {
@@ -218,6 +171,47 @@ impl Driver {
                 self.acq.cancel(Cancel::Closed);
             }
         }
+    }
+
+    /// Before its first attempt: once every earlier caller of its client
+    /// for the key had theirs answered, it begins (connected first, so the
+    /// validity clock does not pay for a handshake; a node it could not
+    /// connect to answers the first attempt with that), or joins the line
+    /// behind those already waiting. Its wait, a cancel or the client's
+    /// close meanwhile end it without an attempt.
+    async fn turn(&mut self, request: &Request, cancel: &CancellationToken) {
+        if let Some(arrival) = request.arrival.as_ref().filter(|a| !a.may_go()) {
+            let at = self.acq.poll_timeout();
+            tokio::select! {
+                _ = arrival.turn() => {}
+                _ = sleep_until(at) => {
+                    self.acq.handle_timeout(Instant::now());
+                    return;
+                }
+                _ = cancel.cancelled() => return self.acq.cancel(Cancel::Aborted),
+                _ = self.inner.closing.cancelled() => return self.acq.cancel(Cancel::Closed),
+            }
+        }
+        if self.inner.ensure_open().is_err() {
+            return self.acq.cancel(Cancel::Closed);
+        }
+        let behind = behind_earlier_callers(&self.inner, self.acq.plan(), request);
+        if !behind {
+            tokio::select! {
+                cons = connect_first(&self.inner, self.acq.node_timeout()) => {
+                    for (slot, con) in self.unreached.iter_mut().zip(cons) {
+                        *slot = con.err();
+                    }
+                }
+                _ = cancel.cancelled() => return self.acq.cancel(Cancel::Aborted),
+                _ = self.inner.closing.cancelled() => return self.acq.cancel(Cancel::Closed),
+            }
+        }
+        // Cancelled before it began: no attempt at all.
+        if cancel.is_cancelled() {
+            return self.acq.cancel(Cancel::Aborted);
+        }
+        self.acq.handle_turn(behind, Instant::now());
     }
 
     /// Joins the key's line (its release notices wake the first in it); a
@@ -333,44 +327,6 @@ impl Driver {
             }
         });
     }
-}
-
-/// A won attempt becomes a held lock of `request` on `keys` (none if the
-/// client was closed meanwhile: it is given back).
-pub(crate) fn register(
-    inner: &Arc<Inner>,
-    keys: Vec<String>,
-    won: Won,
-    request: &Request,
-) -> Result<Lock> {
-    let Won {
-        token,
-        attempts,
-        started,
-        answers,
-        record,
-        fence,
-    } = won;
-    let attempt = Attempt {
-        sent: vec![true; answers.len()],
-        answers,
-        record,
-        fence,
-        started,
-        replicas: None,
-        stray: Vec::new(),
-        member: None,
-    };
-    let lock = inner.register(Register {
-        keys,
-        token,
-        kind: LockKind::of(request.permits),
-        attempts,
-        started: broken::validity_start(started),
-        spec: &request.spec,
-        attempt: &attempt,
-    });
-    inner.unless_closed(lock)
 }
 
 /// Whether `request`, its turn come, joins the key's line behind earlier

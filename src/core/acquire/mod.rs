@@ -27,8 +27,9 @@ mod undo;
 
 // The model's types the fast path still names by their former paths.
 pub(crate) use crate::core::model::Request;
-pub(crate) use drive::{behind_earlier_callers, drives, plan_of, register, timer_fired};
+pub(crate) use drive::{behind_earlier_callers, drives, plan_of, timer_fired};
 pub(crate) use queue::{join, Queued};
+pub(crate) use register::register;
 
 /// Takes the lock (or permits) `request` asks for, waiting within its bounds.
 pub(crate) async fn acquire(

@@ -5,10 +5,12 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use crate::core::broken;
 use crate::core::error::Result;
 use crate::core::lock::Lock;
 use crate::core::lock_state::{LockState, NewLock};
-use crate::core::model::Won;
+use crate::core::model::{Attempt, LockKind, Request, Won};
+use crate::core::ops::acquisition::Won as MachineWon;
 use crate::core::shared::Inner;
 use crate::core::time::later;
 
@@ -65,4 +67,42 @@ impl Inner {
         }
         Ok(lock)
     }
+}
+
+/// A won attempt becomes a held lock of `request` on `keys` (none if the
+/// client was closed meanwhile: it is given back).
+pub(crate) fn register(
+    inner: &Arc<Inner>,
+    keys: Vec<String>,
+    won: MachineWon,
+    request: &Request,
+) -> Result<Lock> {
+    let MachineWon {
+        token,
+        attempts,
+        started,
+        answers,
+        record,
+        fence,
+    } = won;
+    let attempt = Attempt {
+        sent: vec![true; answers.len()],
+        answers,
+        record,
+        fence,
+        started,
+        replicas: None,
+        stray: Vec::new(),
+        member: None,
+    };
+    let lock = inner.register(Won {
+        keys,
+        token,
+        kind: LockKind::of(request.permits),
+        attempts,
+        started: broken::validity_start(started),
+        spec: &request.spec,
+        attempt: &attempt,
+    });
+    inner.unless_closed(lock)
 }

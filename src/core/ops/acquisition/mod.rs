@@ -1,7 +1,9 @@
-//! An acquisition of a plain lock from its first attempt to its outcome, as
-//! one machine with no I/O and no clock, in the manner of a sans-I/O protocol
-//! state machine: it is given the plan and `now`, and then only takes events
-//! ([`handle_reply`](Acquisition::handle_reply), [`handle_timeout`](Acquisition::handle_timeout),
+//! An acquisition (a lock's keys, or a semaphore's or read-write lock's
+//! permits on one key: [`Take`]) from its turn among its client's callers to
+//! its outcome, as one machine with no I/O and no clock, in the manner of a
+//! sans-I/O protocol state machine: it is given the plan and `now`, and then
+//! only takes events ([`handle_turn`](Acquisition::handle_turn),
+//! [`handle_reply`](Acquisition::handle_reply), [`handle_timeout`](Acquisition::handle_timeout),
 //! [`handle_notice`](Acquisition::handle_notice), [`cancel`](Acquisition::cancel))
 //! and answers questions ([`poll_transmit`](Acquisition::poll_transmit): what to
 //! send to which node; [`poll_timeout`](Acquisition::poll_timeout): when to be
@@ -10,7 +12,9 @@
 //! sends what it is told, arms one timer, forwards replies and notices, and
 //! decides nothing.
 //!
-//! The rules it runs: an attempt on every node, decided at quorum in time
+//! The rules it runs: callers of one client for one key begin in call order
+//! (a later one behind those already in the key's line joins it instead of
+//! trying); an attempt on every node, decided at quorum in time
 //! (fencing waits for every node); a lost attempt is undone on the nodes that
 //! may hold its token before the next attempt goes out (one node keeps its
 //! token, so an attempt that landed without a reply still counts as ours;
