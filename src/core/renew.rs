@@ -96,7 +96,7 @@ impl Renewer for Inner {
         let settle = |i: usize, answers: &[NodeAnswer]| {
             let state = &batch[i];
             let renewed = if state.generation() == generations[i] {
-                settle(&self, state, answers, started, ttls[i], Lease::Renewal).is_ok()
+                settle(&self, state, answers, started, ttls[i], Rearm::Renewal).is_ok()
             } else {
                 // A manual extend replaced the lease while this renewal was in flight.
                 true
@@ -183,7 +183,7 @@ fn decided(t: &Tally) -> bool {
 
 /// Which kind of re-arming a lease is being settled.
 #[derive(Clone, Copy)]
-enum Lease {
+enum Rearm {
     Renewal,
     Extension,
 }
@@ -197,7 +197,7 @@ fn settle(
     answers: &[NodeAnswer],
     started: Instant,
     ttl: Duration,
-    lease: Lease,
+    lease: Rearm,
 ) -> Result<()> {
     let label = state.label();
     if state.status() != Status::Held {
@@ -224,8 +224,8 @@ fn settle(
                 &label,
                 match lease {
                     _ if at_max_hold => MAX_HOLD_REACHED,
-                    Lease::Renewal => "its renewal was answered too late to leave any validity",
-                    Lease::Extension => "the extension was answered too late to leave any validity",
+                    Rearm::Renewal => "its renewal was answered too late to leave any validity",
+                    Rearm::Extension => "the extension was answered too late to leave any validity",
                 },
             );
             inner.lose(state, why.clone());
@@ -338,7 +338,7 @@ pub(crate) fn extended(
             _ => Err(lost(&state.label(), "it was released")),
         };
     }
-    settle(inner, state, answers, started, ttl, Lease::Extension)?;
+    settle(inner, state, answers, started, ttl, Rearm::Extension)?;
     let every = state
         .renew_every()
         .min(ttl / 3)

@@ -270,8 +270,8 @@ fn acquire_verdicts() {
     );
 }
 
-fn lease(fencing: bool) -> acquire::Lease {
-    acquire::Lease {
+fn lease(fencing: bool) -> acquire::LeaseTerms {
+    acquire::LeaseTerms {
         ttl: 1000 * MS,
         drift: 12 * MS,
         min_validity: 100 * MS,

@@ -22,7 +22,7 @@ use crate::core::error::{NodeAnswer, Result};
 use crate::core::keys;
 use crate::core::lock::Lock;
 use crate::core::model::{self, Kind, Request};
-use crate::core::ops::acquire::Lease;
+use crate::core::ops::acquire::LeaseTerms;
 use crate::core::ops::acquisition::{
     Acquisition, Cancel, Event, Outcome, Plan, Purpose, Take, Transmit,
 };
@@ -67,7 +67,7 @@ pub(crate) fn plan_of(inner: &Inner, request: &Request) -> Plan {
         take,
         keys,
         label: request.names.join(", "),
-        lease: Lease {
+        lease: LeaseTerms {
             ttl: spec.ttl,
             drift: inner.cfg.drift_for(spec.ttl),
             min_validity: spec.min_validity,

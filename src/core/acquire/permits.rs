@@ -15,7 +15,7 @@ use rand::Rng;
 use super::attempt::connect_first;
 use crate::core::config::AcquireSpec;
 use crate::core::model::Answers;
-use crate::core::model::{writer_key, Attempt, Lease, Permits};
+use crate::core::model::{writer_key, Attempt, Permits, PermitsLease};
 use crate::core::quorum::slots::{slot_verdict, SlotReply};
 use crate::core::shared::Inner;
 use crate::core::time::ms_of;
@@ -50,7 +50,7 @@ pub(super) async fn attempt_permits(
     let answers = join_all(inner.nodes.iter().zip(cons).map(|(node, con)| async move {
         match con {
             Ok(mut con) => {
-                let lease = Lease {
+                let lease = PermitsLease {
                     key,
                     writer,
                     token,

@@ -1,11 +1,11 @@
 //! What one attempt sends to a node: the keys and leases of a semaphore's or
-//! read-write lock's attempt ([`Lease`]) and of a fair one ([`FairLease`]),
+//! read-write lock's attempt ([`PermitsLease`]) and of a fair one ([`FairLease`]),
 //! and the companion keys they live beside, in the lock key's hash slot.
 
 use crate::core::keys;
 
 /// One attempt's keys and leases on a node.
-pub struct Lease<'a> {
+pub struct PermitsLease<'a> {
     pub key: &'a str,
     /// Where a waiting writer marks itself (read-write locks).
     pub writer: &'a str,

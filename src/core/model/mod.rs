@@ -17,6 +17,6 @@ pub use kind::{
     check_permits, fair, fair_permits, rw_permits, token, Kind, LockKind, Permits, MAX_LIMIT,
     READERS,
 };
-pub use lease::{beside, line_keys, writer_key, FairLease, Lease};
+pub use lease::{beside, line_keys, writer_key, FairLease, PermitsLease};
 pub use request::Request;
 pub(crate) use request::{Attempt, Won};

@@ -26,7 +26,7 @@ use super::{acked, fair, notices, permits, renewals, Connection, Node};
 use crate::core::broken;
 use crate::core::error::NodeAnswer;
 use crate::core::keys::CHANNEL_PREFIX;
-use crate::core::model::{FairLease, Lease, LockKind, Permits};
+use crate::core::model::{FairLease, LockKind, Permits, PermitsLease};
 use crate::core::ops::permits::SlotReply;
 use crate::core::ops::{self, renew::Renewal, Answer, Reply};
 use crate::core::scripts::{self, Call};
@@ -186,7 +186,7 @@ impl Node {
     pub async fn acquire_permits(
         &self,
         con: &mut Connection,
-        lease: &Lease<'_>,
+        lease: &PermitsLease<'_>,
         p: Permits,
         timeout: Duration,
     ) -> NodeAnswer {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::{Connection, Node};
 use crate::core::error::NodeAnswer;
 use crate::core::keys::CHANNEL_PREFIX;
-use crate::core::model::{Lease, Permits};
+use crate::core::model::{Permits, PermitsLease};
 use crate::core::ops::permits::{self, SlotReply};
 use crate::core::scripts;
 
@@ -16,7 +16,7 @@ use crate::core::scripts;
 pub(super) async fn acquire_permits(
     node: &Node,
     con: &mut Connection,
-    lease: &Lease<'_>,
+    lease: &PermitsLease<'_>,
     p: Permits,
     timeout: Duration,
 ) -> NodeAnswer {

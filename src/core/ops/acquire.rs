@@ -58,14 +58,14 @@ pub fn verdict(answers: &[NodeAnswer], validity: Duration, min_validity: Duratio
 
 /// The lease an attempt asked for and how its validity is measured.
 #[derive(Debug, Clone, Copy)]
-pub struct Lease {
+pub struct LeaseTerms {
     pub ttl: Duration,
     pub drift: Duration,
     pub min_validity: Duration,
     pub fencing: bool,
 }
 
-impl Lease {
+impl LeaseTerms {
     /// What is left of the lease at `now` for an attempt sent at `started`.
     pub fn validity(&self, started: Instant, now: Instant) -> Duration {
         quorum::validity(self.ttl, now.saturating_duration_since(started), self.drift)
@@ -78,14 +78,14 @@ pub type ReadReply = fn(Answer) -> (NodeAnswer, i64);
 /// One attempt on every node, its answers so far.
 pub struct Acquire {
     gather: Gather<i64>,
-    lease: Lease,
+    lease: LeaseTerms,
     record: Answers,
     read: ReadReply,
 }
 
 impl Acquire {
     /// `record`: where the attempt's answers are kept (a won lock's record).
-    pub fn new(nodes: usize, lease: Lease, record: Answers) -> Acquire {
+    pub fn new(nodes: usize, lease: LeaseTerms, record: Answers) -> Acquire {
         Acquire {
             gather: Gather::new(nodes),
             lease,

@@ -5,12 +5,12 @@
 use super::reply::{counted, unexpected, Answer, Reply};
 use crate::core::broken;
 use crate::core::error::NodeAnswer;
-use crate::core::model::{Lease, Permits};
+use crate::core::model::{Permits, PermitsLease};
 use crate::core::scripts::{self, Call};
 
 /// The semaphore's acquire script for `lease`: `p.permits` of `p.limit`
 /// (a read-write lock's reader or writer by `p.kind`).
-pub fn call(lease: &Lease<'_>, p: Permits) -> Call<'static> {
+pub fn call(lease: &PermitsLease<'_>, p: Permits) -> Call<'static> {
     let mut call = Call::new(&scripts::SEM_ACQUIRE);
     call.key(lease.key);
     call.key(lease.writer)

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::super::acquire::{self, Lease, ReadReply};
+use super::super::acquire::{self, LeaseTerms, ReadReply};
 use super::super::permits;
 use crate::core::error::{LockError, NodeAnswer};
 use crate::core::model::{self, Answers, Permits};
@@ -57,7 +57,7 @@ impl Take {
                 writer,
                 mark_ms,
             } => {
-                let lease = model::Lease {
+                let lease = model::PermitsLease {
                     key: &plan.keys[0],
                     writer,
                     token,
@@ -81,7 +81,7 @@ pub struct Plan {
     pub script_keys: Vec<String>,
     /// The keys as the caller named them, for messages.
     pub label: String,
-    pub lease: Lease,
+    pub lease: LeaseTerms,
     /// Each node's bound on answering one command.
     pub node_timeout: Duration,
     pub retry_delay: Duration,

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::core::error::ErrorCode;
-use crate::core::ops::acquire::Lease;
+use crate::core::ops::acquire::LeaseTerms;
 use crate::core::ops::Reply as R;
 
 fn ms(n: u64) -> Duration {
@@ -23,7 +23,7 @@ fn plan(nodes: usize, wait_ms: u64, retry_count: Option<u32>, fencing: bool) -> 
             vec!["k".into()]
         },
         label: "k".into(),
-        lease: Lease {
+        lease: LeaseTerms {
             ttl: ms(10_000),
             drift: ms(102),
             min_validity: ms(1),
