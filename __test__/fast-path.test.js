@@ -116,6 +116,29 @@ for (const fast of [true, false]) {
       assert.equal(await held.release(), true)
     })
 
+    test('an acquisition aborted at any moment leaves no key behind: its undo runs after its attempt', async () => {
+      const locks = client(fast, { url: servers[0].url })
+      await warm(locks, fast)
+      const outcomes = { taken: 0, aborted: 0 }
+      // The abort lands before the attempt, while it is in flight, or after it was answered.
+      const aborts = [(ac) => ac.abort(), (ac) => queueMicrotask(() => ac.abort()), (ac) => setImmediate(() => ac.abort()), (ac) => setTimeout(() => ac.abort(), 0)]
+      for (let i = 0; i < 200; i++) {
+        const ac = new AbortController()
+        const pending = locks.acquire(`fast:abort-any:${i}`, { ttl: 60000, signal: ac.signal })
+        aborts[i % aborts.length](ac)
+        try {
+          await (await pending).release()
+          outcomes.taken++
+        } catch (e) {
+          assert.equal(e.code, 'ERR_LOCK_ABORTED', String(e))
+          outcomes.aborted++
+        }
+      }
+      await locks.settled()
+      assert.ok(outcomes.aborted > 0, `some were aborted: ${JSON.stringify(outcomes)}`)
+      assert.deepEqual(await probes[0].keys('fast:abort-any:*'), [], 'no key held by nobody until its TTL')
+    })
+
     test('a release that finds the key taken over is a loss', async () => {
       const locks = client(fast, { url: servers[0].url })
       await warm(locks, fast)

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::attempt::connect_first;
@@ -97,6 +98,7 @@ pub(super) async fn acquire(
         queued: None,
         replies: mpsc::unbounded_channel(),
         unreached: vec![None; inner.nodes.len()],
+        sending: (0..inner.nodes.len()).map(|_| None).collect(),
     }
     .run(request, &cancel)
     .await
@@ -112,6 +114,8 @@ struct Driver {
     ),
     /// Nodes the first attempt could not connect to, and why.
     unreached: Vec<Option<NodeAnswer>>,
+    /// Each node's last command still going out: the next one waits for it.
+    sending: Vec<Option<JoinHandle<()>>>,
 }
 
 impl Driver {
@@ -267,11 +271,21 @@ impl Driver {
         }
         let inner = self.inner.clone();
         let timeout = self.acq.node_timeout();
-        tokio::spawn(async move {
+        let before = self.sending.get_mut(t.node).and_then(Option::take);
+        let node_i = t.node;
+        let sending = tokio::spawn(async move {
+            // In order behind what went to this node before (an undo after
+            // its attempt: sent first, it could leave the attempt's key behind).
+            if let Some(before) = before {
+                let _ = before.await;
+            }
             let node = &inner.nodes[t.node];
             let answer = node.send(&t.call, timeout, inner.nodes.len() == 1).await;
             let _ = to.send((t.node, t.purpose, answer));
         });
+        if let Some(slot) = self.sending.get_mut(node_i) {
+            *slot = Some(sending);
+        }
     }
 
     /// The outcome: a won attempt becomes a held lock (its late answers still
@@ -281,10 +295,23 @@ impl Driver {
         if !owed.is_empty() {
             let inner = self.inner.clone();
             let timeout = self.acq.node_timeout();
+            let owed: Vec<_> = owed
+                .into_iter()
+                .map(|t| {
+                    let before = self.sending.get_mut(t.node).and_then(Option::take);
+                    (t, before)
+                })
+                .collect();
             self.inner.in_background(async move {
-                let sent = owed.into_iter().map(|t| {
+                let sent = owed.into_iter().map(|(t, before)| {
                     let inner = inner.clone();
-                    async move { inner.nodes[t.node].send(&t.call, timeout, false).await }
+                    async move {
+                        // After the attempt it undoes, on that node.
+                        if let Some(before) = before {
+                            let _ = before.await;
+                        }
+                        inner.nodes[t.node].send(&t.call, timeout, false).await
+                    }
                 });
                 // Its answers change nothing: what it could not delete expires by TTL.
                 futures_util::future::join_all(sent).await;

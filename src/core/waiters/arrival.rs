@@ -108,10 +108,12 @@ impl Drop for Arrival {
 pub(super) fn wake_from(line: &VecDeque<Caller>, i: usize) {
     for c in line.iter().skip(i) {
         c.turn.notify_waiters();
-        if let Some(waker) = &c.waker {
-            waker();
-        }
         if !c.answered {
+            // The first whose first attempt is still out may go now; the
+            // answered ones before it began long ago and need no wake.
+            if let Some(waker) = &c.waker {
+                waker();
+            }
             break;
         }
     }
