@@ -165,7 +165,9 @@ impl Driver {
                 _ = sleep_until(at) => {
                     timer_fired(&self.inner, &mut self.acq, &request, self.queued.as_ref(), at, Instant::now());
                 }
-                _ = woken => {
+                // A wake while an attempt is out stays pending: it ends the
+                // pause that may follow, or goes to the next in line.
+                _ = woken, if self.acq.is_paused() => {
                     self.acq.handle_notice(Instant::now());
                 }
                 _ = cancel.cancelled() => self.acq.cancel(Cancel::Aborted),

@@ -143,6 +143,7 @@ impl FastAcquire {
     pub fn answer(&mut self, node: usize, purpose: Purpose, reply: Reply, now: Instant) -> Step {
         self.hears();
         self.acq.handle_reply(node, purpose, reply, now);
+        self.woken_in_pause(now);
         self.step()
     }
 
@@ -169,6 +170,7 @@ impl FastAcquire {
             ),
             None => self.acq.handle_timeout(now),
         }
+        self.woken_in_pause(now);
         self.step()
     }
 
@@ -179,11 +181,21 @@ impl FastAcquire {
     pub fn notice(&mut self, now: Instant) -> Step {
         if self.acq.waits_for_turn() {
             self.take_turn(now);
-        } else if self.queued.as_ref().is_some_and(|q| q.place.take_woken()) {
+        } else {
+            self.woken_in_pause(now);
+        }
+        self.step()
+    }
+
+    /// A wake ends a pause. One that came while an attempt was out stays
+    /// pending: it ends the pause that follows, or goes to the next in line
+    /// when this one leaves it (a semaphore's release wakes one waiter per
+    /// permit it frees; spent here, it would wake nobody).
+    fn woken_in_pause(&mut self, now: Instant) {
+        if self.acq.is_paused() && self.queued.as_ref().is_some_and(|q| q.place.take_woken()) {
             self.hears();
             self.acq.handle_notice(now);
         }
-        self.step()
     }
 
     /// It waits (for its turn, in the key's line, or in a pause) and has no
@@ -554,6 +566,51 @@ mod tests {
         let Step::Won(_lock) = first.answer(0, Purpose::Attempt(2), granted(), t0 + ms(3)) else {
             panic!("the first wins");
         };
+    }
+
+    #[test]
+    fn a_wake_while_its_attempt_is_out_is_not_spent_it_goes_to_the_next_in_line() {
+        let c = client(1);
+        let rt = idle_runtime();
+        let _in = rt.enter(); // a won lock starts the watchdog there
+        let t0 = Instant::now();
+        let mut first = started(&c, &rt);
+        first.sends();
+        let _ = first.answer(0, Purpose::Attempt(1), held(5_000), t0);
+        let (waker, _) = counting_waker();
+        first.wake_with(waker);
+        let request = c
+            .prepare_lock(vec!["k".into()], &AcquireOptions::default())
+            .expect("a request");
+        let Ok(mut second) = fast_acquire(&c, Box::new(request), rt.handle().clone()) else {
+            panic!("a plain lock is driven here");
+        };
+        assert!(second.sends().is_empty(), "in line behind the first");
+        let (waker, told) = counting_waker();
+        second.wake_with(waker);
+        let key = first.acq.plan().keys[0].clone();
+        // A release that frees two permits wakes two waiters, one notice each.
+        c.inner().waiters.released(&key, "holder#1");
+        let _ = first.notice(t0 + ms(1));
+        assert_eq!(purposes(&first.sends()), [(0, Purpose::Attempt(2))]);
+        c.inner().waiters.released(&key, "holder#2");
+        let _ = first.notice(t0 + ms(2));
+        assert!(first.sends().is_empty(), "its attempt is out already");
+        assert_eq!(told.load(Ordering::SeqCst), 0, "not the second's yet");
+        let Step::Won(_lock) = first.answer(0, Purpose::Attempt(2), granted(), t0 + ms(3)) else {
+            panic!("the first wins");
+        };
+        assert_eq!(
+            told.load(Ordering::SeqCst),
+            1,
+            "leaving the line, the first hands the wake it did not use to the second"
+        );
+        let _ = second.notice(t0 + ms(4));
+        assert_eq!(
+            purposes(&second.sends()),
+            [(0, Purpose::Attempt(1))],
+            "the second tries at once, not at its timer"
+        );
     }
 
     #[test]
