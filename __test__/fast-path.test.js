@@ -61,6 +61,27 @@ async function warm(locks, fast, n = 1) {
   }
 }
 
+/**
+ * Runs `fn` with a server of the test's own (which it may pause), a probe on it, and a client
+ * (`options` besides its url) that has used `key` until its fast connection, with `fast`, is up.
+ */
+async function onOwnServer(fast, options, key, fn) {
+  const server = await startRedis()
+  const probe = inspector(server)
+  try {
+    const locks = client(fast, { url: server.url, ...options })
+    await waitFor(async () => {
+      await (await locks.acquire(key, { ttl: 2000 })).release()
+      return !fast || (await fastConns(probe)).length === 1
+    }, { what: 'a fast connection' })
+    await fn({ server, probe, locks })
+    await locks.close()
+  } finally {
+    probe.disconnect()
+    await server.stop()
+  }
+}
+
 for (const fast of [true, false]) {
   describe(fast ? 'fast path' : 'tokio path (LOCKDOG_FAST_PATH=0)', () => {
     test('acquire, extend and release on one node', async () => {
@@ -181,15 +202,8 @@ for (const fast of [true, false]) {
     })
 
     test('a stalled node fails the operation within its timeout, and the next ones recover', async () => {
-      const server = await startRedis()
-      const probe = inspector(server)
-      try {
-        const locks = client(fast, { url: server.url, commandTimeout: 300 })
-        const key = 'fast:stalled'
-        await waitFor(async () => {
-          await (await locks.acquire(key, { ttl: 2000 })).release()
-          return !fast || (await fastConns(probe)).length === 1
-        }, { what: 'a fast connection' })
+      const key = 'fast:stalled'
+      await onOwnServer(fast, { commandTimeout: 300 }, key, async ({ server, probe, locks }) => {
         server.pause()
         const t0 = performance.now()
         const err = await locks.acquire(key, { ttl: 2000, waitTimeout: 0 }).catch((e) => e)
@@ -205,23 +219,12 @@ for (const fast of [true, false]) {
           await lock.release()
           return !fast || (await fastConns(probe)).includes('evalsha')
         }, { what: 'an acquisition after the stall' })
-        await locks.close()
-      } finally {
-        probe.disconnect()
-        await server.stop()
-      }
+      })
     })
 
     test('a waitTimeout shorter than the node timeout ends an attempt on a stalled node at the wait, and its undo runs after it', async () => {
-      const server = await startRedis()
-      const probe = inspector(server)
-      try {
-        const locks = client(fast, { url: server.url, commandTimeout: 5000 })
-        const key = 'fast:short-wait'
-        await waitFor(async () => {
-          await (await locks.acquire(key, { ttl: 2000 })).release()
-          return !fast || (await fastConns(probe)).length === 1
-        }, { what: 'a fast connection' })
+      const key = 'fast:short-wait'
+      await onOwnServer(fast, { commandTimeout: 5000 }, key, async ({ server, probe, locks }) => {
         server.pause()
         const t0 = performance.now()
         const err = await locks.acquire(key, { ttl: 10000, waitTimeout: 300 }).catch((e) => e)
@@ -233,23 +236,12 @@ for (const fast of [true, false]) {
         await waitFor(async () => (await probe.exists(key)) === 0, { what: 'no ghost key after the abandoned attempt', timeout: 3000 })
         const lock = await locks.acquire(key, { ttl: 2000, waitTimeout: 2000 })
         await lock.release()
-        await locks.close()
-      } finally {
-        probe.disconnect()
-        await server.stop()
-      }
+      })
     })
 
     test('an abort mid-attempt on a stalled node rejects at once, and its undo runs after the attempt', async () => {
-      const server = await startRedis()
-      const probe = inspector(server)
-      try {
-        const locks = client(fast, { url: server.url, commandTimeout: 5000 })
-        const key = 'fast:abort-stalled'
-        await waitFor(async () => {
-          await (await locks.acquire(key, { ttl: 2000 })).release()
-          return !fast || (await fastConns(probe)).length === 1
-        }, { what: 'a fast connection' })
+      const key = 'fast:abort-stalled'
+      await onOwnServer(fast, { commandTimeout: 5000 }, key, async ({ server, probe, locks }) => {
         server.pause()
         const ac = new AbortController()
         const pending = locks.acquire(key, { ttl: 10000, signal: ac.signal }).catch((e) => e)
@@ -265,11 +257,7 @@ for (const fast of [true, false]) {
         await waitFor(async () => (await probe.exists(key)) === 0, { what: 'no ghost key after the aborted attempt', timeout: 3000 })
         const lock = await locks.acquire(key, { ttl: 2000, waitTimeout: 2000 })
         await lock.release()
-        await locks.close()
-      } finally {
-        probe.disconnect()
-        await server.stop()
-      }
+      })
     })
 
     test('a restarted server is reconnected to', async () => {

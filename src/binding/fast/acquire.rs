@@ -75,8 +75,7 @@ pub(super) fn closing(client: usize) {
         .unwrap_or_default();
     for d in driving {
         d.close_asked.set(true);
-        d.pump();
-        d.rearm();
+        d.turn();
     }
 }
 
@@ -89,8 +88,7 @@ fn woken(id: u64) {
     if let Some(d) = driving {
         within_runtime_if_available(|| {
             d.notice_asked.set(true);
-            d.pump();
-            d.rearm();
+            d.turn();
         });
     }
 }
@@ -136,6 +134,7 @@ pub fn acquire<'env>(
         cancel_asked: Cell::new(false),
         close_asked: Cell::new(false),
         notice_asked: Cell::new(false),
+        due: Cell::new(None),
         told: RefCell::new(None),
     });
     if let Some(handle) = cancel {
@@ -143,8 +142,7 @@ pub fn acquire<'env>(
         let tell: Rc<dyn Fn()> = Rc::new(move || {
             if let Some(d) = weak.upgrade() {
                 d.cancel_asked.set(true);
-                d.pump();
-                d.rearm();
+                d.turn();
             }
         });
         handle.on_cancel(Rc::downgrade(&tell));
@@ -179,6 +177,8 @@ struct Driving {
     close_asked: Cell<bool>,
     /// Its place in the key's line was woken: the machine hears it at its next turn.
     notice_asked: Cell<bool>,
+    /// Its alarm set for this instant went off: the machine hears the time at its next turn.
+    due: Cell<Option<Instant>>,
     /// What the caller's cancel handle calls (it holds it weakly).
     told: RefCell<Option<Rc<dyn Fn()>>>,
 }
@@ -221,8 +221,9 @@ impl Driving {
         Some(conn)
     }
 
-    /// Feeds the machine what came (the caller's cancel, a wake, the replies
-    /// in, one at a time); the caller's promise settles on the outcome.
+    /// Feeds the machine what came (its client's close, the caller's cancel,
+    /// a wake, its alarm, the replies in, one at a time); the caller's
+    /// promise settles on the outcome.
     fn pump(self: &Rc<Self>) {
         loop {
             // Someone up the stack is feeding it: it takes this reply too.
@@ -235,6 +236,8 @@ impl Driving {
                 op.cancel()
             } else if self.notice_asked.replace(false) {
                 op.notice(Instant::now())
+            } else if let Some(at) = self.due.take() {
+                op.timeout(Some(at), Instant::now())
             } else {
                 let next = self.inbox.borrow_mut().pop_front();
                 let Some((node, purpose, reply)) = next else {
@@ -287,7 +290,7 @@ impl Driving {
 
     /// After its turn: entered in [`WAITING`] if it now waits, and the
     /// reactor's alarm armed at the instant the machine names (a pause's
-    /// end, its wait ending mid-attempt, a node's bound), or disarmed once
+    /// end, its wait ending mid-attempt), or disarmed once
     /// there is none.
     fn rearm(self: &Rc<Self>) {
         self.enter_waiting();
@@ -317,15 +320,12 @@ impl Driving {
         if self.alarm.get().is_some_and(|(t, _)| t == at) {
             self.alarm.set(None);
         }
-        let Ok(mut op) = self.op.try_borrow_mut() else {
-            return;
-        };
-        let step = op.timeout(Some(at), Instant::now());
-        let sends = op.sends();
-        let faulted = op.faulted();
-        drop(op);
-        self.settle(step, faulted);
-        self.send_all(sends);
+        self.due.set(Some(at));
+        self.turn();
+    }
+
+    /// Its turn: the machine hears what was asked of it, then its alarm is set anew.
+    fn turn(self: &Rc<Self>) {
         self.pump();
         self.rearm();
     }

@@ -147,10 +147,14 @@ impl FastAcquire {
         self.step()
     }
 
-    /// The instant the machine must be woken at (a pause's end, a node's
-    /// bound, the wait).
+    /// The instant the machine must be woken at (a pause's end, the wait
+    /// ending mid-attempt). A node's bound on a command needs no timer here:
+    /// each command's deadline on its connection (the same node timeout, from
+    /// its sending) answers it by then.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.acq.poll_timeout()
+        let at = self.acq.poll_timeout()?;
+        let answered_anyway = self.acq.commands_due().is_some_and(|due| due <= at);
+        (!answered_anyway).then_some(at)
     }
 
     /// The timer set for `at` fired at `now`: what came due happens (a pause
@@ -475,12 +479,7 @@ mod tests {
         let c = client(1);
         let rt = idle_runtime();
         let _in = rt.enter(); // a won lock starts the watchdog there
-        let request = c
-            .prepare_lock(vec!["k".into()], &AcquireOptions::default())
-            .expect("a request");
-        let Ok(mut op) = fast_acquire(&c, Box::new(request), rt.handle().clone()) else {
-            panic!("a plain lock is driven here");
-        };
+        let mut op = started(&c, &rt);
         assert!(
             !op.wants_waker(),
             "its attempt is out: nothing to wake it for"
@@ -525,12 +524,7 @@ mod tests {
         let _in = rt.enter(); // a won lock starts the watchdog there
         let mut first = started(&c, &rt);
         assert_eq!(first.sends().len(), 1);
-        let request = c
-            .prepare_lock(vec!["k".into()], &AcquireOptions::default())
-            .expect("a request");
-        let Ok(mut second) = fast_acquire(&c, Box::new(request), rt.handle().clone()) else {
-            panic!("a plain lock is driven here");
-        };
+        let mut second = started(&c, &rt);
         assert!(second.wants_waker(), "it waits for its turn");
         let (waker, told) = counting_waker();
         second.wake_with(waker);
@@ -579,12 +573,7 @@ mod tests {
         let _ = first.answer(0, Purpose::Attempt(1), held(5_000), t0);
         let (waker, _) = counting_waker();
         first.wake_with(waker);
-        let request = c
-            .prepare_lock(vec!["k".into()], &AcquireOptions::default())
-            .expect("a request");
-        let Ok(mut second) = fast_acquire(&c, Box::new(request), rt.handle().clone()) else {
-            panic!("a plain lock is driven here");
-        };
+        let mut second = started(&c, &rt);
         assert!(second.sends().is_empty(), "in line behind the first");
         let (waker, told) = counting_waker();
         second.wake_with(waker);

@@ -221,6 +221,17 @@ impl Acquisition {
         }
     }
 
+    /// When its own bound on the commands it has out falls (an attempt's
+    /// node timeout, an undo's deadline): a driver whose transport answers
+    /// each command by that bound anyway needs no timer for this instant.
+    pub fn commands_due(&self) -> Option<Instant> {
+        match &self.phase {
+            Phase::Attempt { started, .. } => Some(*started + self.plan.node_timeout),
+            Phase::Undo { deadline, .. } => Some(*deadline),
+            _ => None,
+        }
+    }
+
     /// The outcome, once (later calls: `None`).
     pub fn outcome(&mut self) -> Option<Outcome> {
         self.outcome.take()
