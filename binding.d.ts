@@ -404,6 +404,12 @@ export interface LockStats {
   held: number
   /** Waits for a held lock that its release notice ended (rather than a retry timer). */
   woken: number
+  /**
+   * Acquisitions run on the addon's tokio runtime rather than on the JS
+   * thread's own loop (Bun and Deno, TLS, Cluster, Sentinel, `waitReplicas`,
+   * or before the client's first connections are up).
+   */
+  onTokio: number
 }
 
 /** Longest lock key (and key prefix), in bytes of UTF-8. */

@@ -263,3 +263,28 @@ test('fair semaphores and read-write locks: bad input and Redlock are refused', 
     await third.stop()
   }
 })
+
+test('a fair lock given back by its token, or adopted and released, is handed to the next waiter in line', async () => {
+  for (const how of ['releaseToken', 'adopt']) {
+    const key = `fair:by-token:${how}`
+    const holder = await client().acquire(key, { fair: true, ttl: 10000 })
+    const waiter = client({ fair: true })
+    // A long retry delay: only a hand-off (or a notice) gets the waiter the lock soon.
+    const waiting = waiter.acquire(key, { waitTimeout: 10000, retryDelay: 4000, retryJitter: 0 })
+    await waitFor(async () => (await redis.llen(`{${key}}:line`)) === 1, { what: 'the waiter in line' })
+    const other = client()
+    const began = Date.now()
+    if (how === 'releaseToken') {
+      assert.equal((await other.releaseToken(key, holder.token)).released, true)
+    } else {
+      const adopted = await other.adopt(key, holder.token, { ttl: 10000 })
+      assert.equal(await adopted.release(), true)
+    }
+    const lock = await waiting
+    assert.ok(Date.now() - began < 3000, `${how}: handed on, not left to the waiter's retry timer`)
+    assert.equal(await redis.get(key), lock.token)
+    assert.equal(await redis.llen(`{${key}}:line`), 0, 'the line is empty')
+    assert.equal(await lock.release(), true)
+    assert.equal(await holder.release(), false, 'the first holder no longer holds it')
+  }
+})

@@ -338,6 +338,16 @@ const KINDS = {
     hold: (c, key) => c.readWriteLock(key).readLock({ ttl: 10000 }),
     wait: (c, key, opts) => c.readWriteLock(key).writeLock(opts),
   },
+  // The release hands the key to the waiter, who holds it without another attempt.
+  'fair lock': {
+    hold: (c, key) => c.acquire(key, { ttl: 10000, fair: true }),
+    wait: (c, key, opts) => c.acquire(key, { ...opts, fair: true }),
+    attempts: 1,
+  },
+  'fair semaphore': {
+    hold: (c, key) => c.semaphore(key, { limit: 2, fair: true }).acquire({ ttl: 10000, permits: 2 }),
+    wait: (c, key, opts) => c.semaphore(key, { limit: 2, fair: true }).acquire(opts),
+  },
 }
 
 for (const [how, kind] of Object.entries(KINDS)) {
@@ -349,7 +359,7 @@ for (const [how, kind] of Object.entries(KINDS)) {
     const held = await kind.hold(holder, key)
     const monitor = await monitorOf(probes[0])
     try {
-      const woken = locks.stats().woken
+      const { woken, onTokio } = locks.stats()
       const waiting = kind.wait(locks, key, { ttl: 10000, retryDelay: 3000 })
       // In line once the client's subscriber connection listens for the key's releases.
       await waitFor(async () => (await probes[0].pubsub('NUMSUB', `__lockdog:released:${key}`))[1] >= 1, {
@@ -360,10 +370,11 @@ for (const [how, kind] of Object.entries(KINDS)) {
       const lock = await waiting
       assert.ok(Date.now() - released < 2500, 'woken by the release, not by its 3 s retry timer')
       assert.equal(locks.stats().woken, woken + 1, 'a release notice woke it')
+      assert.equal(locks.stats().onTokio, onTokio, 'no tokio task ran the acquisition')
       assert.equal(await lock.release(), true)
       // What scripts run inside the server shows as coming from 'lua'.
       const ours = () => monitor.seen.filter((c) => c.source !== 'lua' && c.args.includes(lock.token))
-      assert.ok(lock.attempts >= 2, `contended first: ${lock.attempts} attempts`)
+      assert.ok(lock.attempts >= (kind.attempts ?? 2), `contended first: ${lock.attempts} attempts`)
       await waitFor(() => ours().length >= lock.attempts + 1, { what: 'the attempts and the release on the monitor' })
       const fast = await fastAddrs(probes[0])
       assert.equal(fast.length, 1, 'one fast connection')
@@ -378,6 +389,24 @@ for (const [how, kind] of Object.entries(KINDS)) {
     }
   })
 }
+
+test('a semaphore on several nodes (Redlock slots) is taken and given back on the JS thread', async () => {
+  const holder = client(false, { nodes: servers.map((s) => s.url) })
+  const locks = client(true, { nodes: servers.map((s) => s.url) })
+  await warm(locks, true, 3)
+  const key = 'fast:slots'
+  const held = await holder.semaphore(key, { limit: 2 }).acquire({ ttl: 10000, permits: 2 })
+  const { onTokio } = locks.stats()
+  const waiting = locks.semaphore(key, { limit: 2 }).acquire({ ttl: 10000, retryDelay: 50, waitTimeout: 5000 })
+  setTimeout(() => held.release(), 100)
+  const lock = await waiting
+  assert.ok(lock.attempts >= 2, `contended first: ${lock.attempts} attempts`)
+  assert.match(lock.token, /^1:\d+:/, 'the holder keeps the member naming its slot')
+  for (const probe of probes) assert.deepEqual(await probe.zrange(key, 0, -1), [lock.token])
+  assert.equal(await lock.release(), true)
+  for (const probe of probes) assert.equal(await probe.exists(key), 0)
+  assert.equal(locks.stats().onTokio, onTokio, 'no tokio task ran the acquisition')
+})
 
 test('worker threads have fast paths of their own', async () => {
   const code = `

@@ -12,7 +12,7 @@ use crate::core::error::{LockError, NodeAnswer, Result};
 use crate::core::keys;
 use crate::core::lock::Lock;
 use crate::core::lock_state::{LockState, NewLock};
-use crate::core::model::{Answers, LockKind, Request};
+use crate::core::model::{Answers, Request};
 use crate::core::node::Renewal;
 use crate::core::quorum::{self, Renewed, Tally};
 use crate::core::shared::{lost, Inner};
@@ -95,12 +95,12 @@ pub(crate) async fn adopt(inner: &Arc<Inner>, request: Request, token: String) -
                 .with_key(label.clone()))
         }
     }
+    let kind = inner.stored_kind(&keys).await;
     let state = Arc::new(LockState::new(NewLock {
         id: inner.next_id.fetch_add(1, Ordering::Relaxed),
         keys,
         prefix_len: inner.cfg.key_prefix.len(),
-        // A foreign token: its kind is read from it, once.
-        kind: LockKind::of_token(&token),
+        kind,
         token,
         attempts: 1,
         deadline,

@@ -121,6 +121,13 @@ impl<'s> Call<'s> {
         self
     }
 
+    /// Its arguments as text (for tests).
+    #[cfg(test)]
+    pub fn args_text(&self) -> Vec<String> {
+        let text = |a: &Vec<u8>| String::from_utf8_lossy(a).into_owned();
+        self.args.iter().map(text).collect()
+    }
+
     /// The script's source, for the EVAL sent where a node may not have it.
     pub fn source(&self) -> Option<&'static str> {
         source_of(self.script).map(|(source, _)| source)

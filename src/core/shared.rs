@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::future::join_all;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -123,29 +122,19 @@ impl Inner {
         wait_until(&b.idle, || b.running.load(Ordering::Acquire) == 0).await
     }
 
-    /// Token-checked release of one attempt's keys on `nodes` (indexes), in
-    /// the background: sent at once, bounded by `timeout`, awaited by `close()`.
-    pub fn undo_in_background(
-        self: &Arc<Self>,
-        keys: Vec<String>,
-        token: String,
-        kind: LockKind,
-        nodes: Vec<usize>,
-        timeout: Duration,
-    ) {
-        if nodes.is_empty() {
-            return;
+    /// The kind of the lock a token from elsewhere (`adopt`, a release by
+    /// token) holds at `keys`, as the server shows it: a fair lock when a
+    /// fair lock's line waits beside its one key (then its release hands the
+    /// key on). A plain release of a fair lock nobody waits for is the same
+    /// delete; one that a waiter joins meanwhile wakes that waiter by its
+    /// notice, and its next attempt takes the key.
+    pub async fn stored_kind(&self, keys: &[String]) -> LockKind {
+        match (keys, self.nodes.as_slice()) {
+            ([key], [node]) if node.has_fair_line(key, self.cfg.command_timeout).await => {
+                LockKind::Fair
+            }
+            _ => LockKind::Plain,
         }
-        let inner = self.clone();
-        self.in_background(async move {
-            // Its answers change nothing: what it could not delete expires by TTL.
-            join_all(
-                nodes
-                    .iter()
-                    .map(|&i| inner.nodes[i].release(&keys, &token, kind, timeout)),
-            )
-            .await;
-        });
     }
 
     pub fn emit(&self, event: Event<'_>) {

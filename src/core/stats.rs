@@ -13,6 +13,8 @@ pub struct Stats {
     pub held: AtomicU64,
     /// Waits ended early by a release notice (the holder released; no polling).
     pub woken: AtomicU64,
+    /// Acquisitions the tokio runtime ran rather than the JS thread's loop.
+    pub on_tokio: AtomicU64,
 }
 
 /// A point-in-time copy of [`Stats`].
@@ -26,6 +28,7 @@ pub struct StatsSnapshot {
     pub errors: u64,
     pub held: u64,
     pub woken: u64,
+    pub on_tokio: u64,
 }
 
 impl Stats {
@@ -40,6 +43,7 @@ impl Stats {
             errors: get(&self.errors),
             held: get(&self.held),
             woken: get(&self.woken),
+            on_tokio: get(&self.on_tokio),
         }
     }
 }

@@ -62,9 +62,6 @@ pub(super) fn fan_out<Op: 'static>(
 
 /// A release on the fast path, or `None` for the tokio path.
 pub fn release<'env>(env: &'env Env, lock: &Lock) -> Option<PromiseRaw<'env, bool>> {
-    if !fast::plain_release(lock) {
-        return None;
-    }
     let (r, fast) = lookup(env, Arc::as_ptr(lock.parts().1) as usize)?;
     let conns = fast.ready(&r)?;
     let raw_env = env.raw();

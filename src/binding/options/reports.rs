@@ -25,6 +25,10 @@ pub struct LockStats {
     pub held: f64,
     /// Waits for a held lock that its release notice ended (rather than a retry timer).
     pub woken: f64,
+    /// Acquisitions run on the addon's tokio runtime rather than on the JS
+    /// thread's own loop (Bun and Deno, TLS, Cluster, Sentinel, `waitReplicas`,
+    /// or before the client's first connections are up).
+    pub on_tokio: f64,
 }
 
 impl From<StatsSnapshot> for LockStats {
@@ -38,6 +42,7 @@ impl From<StatsSnapshot> for LockStats {
             errors: s.errors as f64,
             held: s.held as f64,
             woken: s.woken as f64,
+            on_tokio: s.on_tokio as f64,
         }
     }
 }

@@ -8,79 +8,30 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::attempt::connect_first;
-use super::permits::writer_mark_ms;
+use super::plan::plan_of;
 use super::queue::{queue_up, Queued};
 use super::register::register;
-use crate::core::broken;
 use crate::core::error::{NodeAnswer, Result};
-use crate::core::keys;
 use crate::core::lock::Lock;
-use crate::core::model::{self, Kind, Request};
-use crate::core::ops::acquire::LeaseTerms;
+use crate::core::model::Request;
+use crate::core::node::Connection;
 use crate::core::ops::acquisition::{
-    Acquisition, Cancel, Event, Outcome, Plan, Purpose, Take, Transmit,
+    Acquisition, Cancel, Event, Handoff, Outcome, Plan, Purpose, Take, Transmit,
 };
 use crate::core::ops::Answer;
 use crate::core::shared::Inner;
 
-/// A node's reply to one of the machine's commands.
-type Arrived = (usize, Purpose, Answer);
-
-/// Whether the machine takes `request` on this client: a plain lock, or a
-/// semaphore's or read-write lock's permits on one key (not a fair line nor
-/// a Redlock semaphore's slots), on plain masters (or Sentinel-named ones),
-/// without waiting for replicas.
-pub(crate) fn drives(inner: &Inner, request: &Request) -> bool {
-    let kind = request.permits.map(|p| p.kind);
-    matches!(
-        kind,
-        None | Some(Kind::Semaphore | Kind::Read | Kind::Write)
-    ) && request.spec.wait_replicas.is_none()
-        && !inner.cfg.has_cluster()
-        && broken::mode() == broken::Broken::None
-}
-
-/// What the machine is given for `request`.
-pub(crate) fn plan_of(inner: &Inner, request: &Request) -> Plan {
-    let spec = &request.spec;
-    let keys = keys::prefixed(&inner.cfg.key_prefix, &request.names);
-    let take = match request.permits {
-        None => Take::Lock,
-        Some(permits) => Take::Permits {
-            permits,
-            writer: model::writer_key(&keys[0]),
-            mark_ms: writer_mark_ms(spec),
-        },
-    };
-    // Permits carry no fence.
-    let fencing = inner.cfg.fencing && request.permits.is_none();
-    Plan {
-        nodes: inner.nodes.iter().map(|n| n.name.clone()).collect(),
-        script_keys: keys::script_keys(&keys, fencing),
-        notices: keys.len() == 1,
-        take,
-        keys,
-        label: request.names.join(", "),
-        lease: LeaseTerms {
-            ttl: spec.ttl,
-            drift: inner.cfg.drift_for(spec.ttl),
-            min_validity: spec.min_validity,
-            fencing,
-        },
-        node_timeout: inner.cfg.node_timeout_for(spec.ttl),
-        retry_delay: spec.retry_delay,
-        retry_jitter: spec.retry_jitter,
-        retry_count: spec.retry_count,
-        wait_timeout: spec.wait_timeout,
-    }
-}
+/// A node's reply to one of the machine's commands (with how many replicas
+/// acknowledged an attempt that waited for them).
+type Arrived = (usize, Purpose, Answer, Option<u32>);
 
 /// Takes the lock (or permits) `request` asks for.
 pub(super) async fn acquire(
@@ -89,6 +40,7 @@ pub(super) async fn acquire(
     cancel: CancellationToken,
 ) -> Result<Lock> {
     inner.ensure_open()?;
+    inner.stats.on_tokio.fetch_add(1, Ordering::Relaxed);
     let plan = plan_of(inner, &request);
     let token = plan.take.token();
     let acq = Acquisition::in_turn(plan, token, rand::random(), Instant::now());
@@ -99,6 +51,7 @@ pub(super) async fn acquire(
         replies: mpsc::unbounded_channel(),
         unreached: vec![None; inner.nodes.len()],
         sending: (0..inner.nodes.len()).map(|_| None).collect(),
+        replicas: None,
     }
     .run(request, &cancel)
     .await
@@ -116,6 +69,8 @@ struct Driver {
     unreached: Vec<Option<NodeAnswer>>,
     /// Each node's last command still going out: the next one waits for it.
     sending: Vec<Option<JoinHandle<()>>>,
+    /// The last attempt that waited for replicas, and how many acknowledged.
+    replicas: Option<(u32, Option<u32>)>,
 }
 
 impl Driver {
@@ -159,7 +114,10 @@ impl Driver {
                 }
             };
             tokio::select! {
-                Some((node, purpose, answer)) = self.replies.1.recv() => {
+                Some((node, purpose, answer, acked)) = self.replies.1.recv() => {
+                    if let (Purpose::Attempt(n), Some(_)) = (purpose, self.acq.plan().wait_replicas) {
+                        self.replicas = Some((n, acked));
+                    }
                     self.acq.handle_reply(node, purpose, answer, Instant::now());
                 }
                 _ = sleep_until(at) => {
@@ -168,7 +126,7 @@ impl Driver {
                 // A wake while an attempt is out stays pending: it ends the
                 // pause that may follow, or goes to the next in line.
                 _ = woken, if self.acq.is_paused() => {
-                    self.acq.handle_notice(Instant::now());
+                    woke(&self.inner, &mut self.acq, Instant::now());
                 }
                 _ = cancel.cancelled() => self.acq.cancel(Cancel::Aborted),
                 _ = self.inner.closing.cancelled() => self.acq.cancel(Cancel::Closed),
@@ -251,23 +209,17 @@ impl Driver {
         self.queued = Some(q);
     }
 
-    /// Sends every command the machine has for the nodes; an attempt that
-    /// goes out after a pause spends a notice that came meanwhile.
+    /// Sends every command the machine has for the nodes.
     fn send(&mut self) {
-        let mut attempt = false;
         while let Some(t) = self.acq.poll_transmit() {
-            attempt |= matches!(t.purpose, Purpose::Attempt(_));
             self.transmit(t, self.replies.0.clone());
-        }
-        if let (true, Some(q)) = (attempt, &self.queued) {
-            q.place.consume();
         }
     }
 
     fn transmit(&mut self, t: Transmit, to: mpsc::UnboundedSender<Arrived>) {
         if t.purpose == Purpose::Attempt(1) {
             if let Some(answer) = self.unreached.get_mut(t.node).and_then(Option::take) {
-                let _ = to.send((t.node, t.purpose, Err(answer)));
+                let _ = to.send((t.node, t.purpose, Err(answer), None));
                 return;
             }
         }
@@ -275,6 +227,11 @@ impl Driver {
         let timeout = self.acq.node_timeout();
         let before = self.sending.get_mut(t.node).and_then(Option::take);
         let node_i = t.node;
+        let acked = self
+            .acq
+            .plan()
+            .wait_replicas
+            .filter(|_| matches!(t.purpose, Purpose::Attempt(_)));
         let sending = tokio::spawn(async move {
             // In order behind what went to this node before (an undo after
             // its attempt: sent first, it could leave the attempt's key behind).
@@ -282,8 +239,14 @@ impl Driver {
                 let _ = before.await;
             }
             let node = &inner.nodes[t.node];
-            let answer = node.send(&t.call, timeout, inner.nodes.len() == 1).await;
-            let _ = to.send((t.node, t.purpose, answer));
+            let (answer, replicas) = match acked {
+                Some(acked) => node.send_acked(&t.call, Take::taken, timeout, acked).await,
+                None => (
+                    node.send(&t.call, timeout, inner.nodes.len() == 1).await,
+                    None,
+                ),
+            };
+            let _ = to.send((t.node, t.purpose, answer, replicas));
         });
         if let Some(slot) = self.sending.get_mut(node_i) {
             *slot = Some(sending);
@@ -325,10 +288,13 @@ impl Driver {
         };
         let keys = self.acq.plan().keys.clone();
         let inner = self.inner.clone();
+        let replicas = self
+            .replicas
+            .and_then(|(n, acked)| acked.filter(|_| n == won.attempts));
         if !self.acq.all_answered() {
             self.late_answers();
         }
-        register(&inner, keys, won, &request)
+        register(&inner, keys, won, &request, replicas)
     }
 
     /// The nodes still out after a won attempt answer into its record, in
@@ -343,7 +309,7 @@ impl Driver {
         drop(tx);
         let reporter = inner.clone();
         inner.in_background(async move {
-            while let Some((node, purpose, answer)) = rx.recv().await {
+            while let Some((node, purpose, answer, _)) = rx.recv().await {
                 acq.handle_reply(node, purpose, answer, Instant::now());
                 for event in std::iter::from_fn(|| acq.poll_event()) {
                     if let Event::Fault { node, answer } = event {
@@ -371,7 +337,11 @@ pub(crate) fn behind_earlier_callers(inner: &Inner, plan: &Plan, request: &Reque
 
 /// The machine's timer, set for `at`, fired at `now`: when it waits in
 /// line behind an earlier caller of its client, that one is woken instead
-/// and it waits as long again; otherwise what came due happens.
+/// and it waits as long again; otherwise what came due happens. A pause
+/// its timer ended spends a notice that came meanwhile (the attempt it
+/// makes now is the one the notice asked for); a notice that comes later
+/// stays pending: it ends the next pause, or goes to the next in line
+/// (a semaphore's release wakes one waiter per permit).
 pub(crate) fn timer_fired(
     inner: &Inner,
     acq: &mut Acquisition,
@@ -388,10 +358,40 @@ pub(crate) fn timer_fired(
                     .waiters
                     .wake_first_instead(&acq.plan().keys[0], &q.place)
         });
+    let paused = acq.is_paused();
     if behind_first {
         acq.handle_behind(now);
     } else {
         acq.handle_timeout(now);
+    }
+    if let (true, false, Some(q)) = (paused, acq.is_paused(), queued) {
+        q.place.consume();
+    }
+}
+
+/// Every node's connection, before the first attempt (instant once
+/// connected), so that the validity clock, which starts before the first
+/// command is sent, does not pay for a handshake. With several nodes one
+/// that cannot connect must not hold up the others: it gets the node
+/// timeout (its connect goes on in the background).
+async fn connect_first(inner: &Inner, timeout: Duration) -> Vec<Result<Connection, NodeAnswer>> {
+    join_all(inner.nodes.iter().map(|n| async move {
+        if inner.nodes.len() > 1 {
+            n.connection_within(timeout).await
+        } else {
+            n.connection().await
+        }
+    }))
+    .await
+}
+
+/// A release notice woke the paused machine at `now`: a fair lock's
+/// hand-off to it, if that is what came, else a release.
+pub(crate) fn woke(inner: &Inner, acq: &mut Acquisition, now: Instant) {
+    let handed = inner.waiters.handed_over(&acq.plan().keys[0], acq.token());
+    match handed {
+        Some((after, fence)) => acq.handle_handoff(Handoff { after, fence }, now),
+        None => acq.handle_notice(now),
     }
 }
 

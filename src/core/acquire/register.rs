@@ -6,36 +6,36 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::core::broken;
+use crate::core::config::AcquireSpec;
 use crate::core::error::Result;
 use crate::core::lock::Lock;
 use crate::core::lock_state::{LockState, NewLock};
-use crate::core::model::{Attempt, LockKind, Request, Won};
+use crate::core::model::{LockKind, Request};
 use crate::core::ops::acquisition::Won as MachineWon;
 use crate::core::shared::Inner;
 use crate::core::time::later;
 
 impl Inner {
-    /// Registers a won attempt as a held lock, renewed by the watchdog (which
-    /// this starts, so it runs within the runtime).
-    pub(crate) fn register(self: &Arc<Self>, won: Won<'_>) -> Lock {
-        let Won {
-            keys,
-            token,
-            kind,
-            attempts,
-            started,
-            spec,
-            attempt,
-        } = won;
-        let (token, kind) = attempt.holder(token, kind);
+    /// Registers `won`, an attempt at `keys` with `spec`, as a held lock of
+    /// `kind`, renewed by the watchdog (which this starts, so it runs within
+    /// the runtime); `replicas`: how many acknowledged it (`waitReplicas`).
+    fn register(
+        self: &Arc<Self>,
+        keys: Vec<String>,
+        kind: LockKind,
+        won: MachineWon,
+        spec: &AcquireSpec,
+        replicas: Option<u32>,
+    ) -> Lock {
+        let started = broken::validity_start(won.started);
         let drift = self.cfg.drift_for(spec.ttl);
         let state = Arc::new(LockState::new(NewLock {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             keys,
             prefix_len: self.cfg.key_prefix.len(),
-            token,
+            token: won.token,
             kind,
-            attempts,
+            attempts: won.attempts,
             deadline: later(started, spec.ttl.saturating_sub(drift)),
             ttl: spec.ttl,
             renew_every: spec.renew_interval,
@@ -43,11 +43,11 @@ impl Inner {
             auto_renew: spec.auto_renew,
             // Counters start at 1: 0 is an attempt that took no fence
             // (permits), which has none rather than a misleading 0.
-            fence: Some(attempt.fence).filter(|&f| self.cfg.fencing && f > 0),
+            fence: Some(won.fence).filter(|&f| self.cfg.fencing && f > 0),
             wait_replicas: spec.wait_replicas,
-            answers: attempt.record.clone(),
+            answers: won.record,
         }));
-        state.set_replicas(attempt.replicas);
+        state.set_replicas(replicas);
         self.stats.acquired.fetch_add(1, Ordering::Relaxed);
         self.stats.held.fetch_add(1, Ordering::Relaxed);
         self.watchdog.start(self);
@@ -70,39 +70,16 @@ impl Inner {
 }
 
 /// A won attempt becomes a held lock of `request` on `keys` (none if the
-/// client was closed meanwhile: it is given back).
+/// client was closed meanwhile: it is given back); `replicas`: how many
+/// acknowledged it (`waitReplicas`).
 pub(crate) fn register(
     inner: &Arc<Inner>,
     keys: Vec<String>,
     won: MachineWon,
     request: &Request,
+    replicas: Option<u32>,
 ) -> Result<Lock> {
-    let MachineWon {
-        token,
-        attempts,
-        started,
-        answers,
-        record,
-        fence,
-    } = won;
-    let attempt = Attempt {
-        sent: vec![true; answers.len()],
-        answers,
-        record,
-        fence,
-        started,
-        replicas: None,
-        stray: Vec::new(),
-        member: None,
-    };
-    let lock = inner.register(Won {
-        keys,
-        token,
-        kind: LockKind::of(request.permits),
-        attempts,
-        started: broken::validity_start(started),
-        spec: &request.spec,
-        attempt: &attempt,
-    });
+    let kind = LockKind::of(request.permits);
+    let lock = inner.register(keys, kind, won, &request.spec, replicas);
     inner.unless_closed(lock)
 }

@@ -10,7 +10,6 @@ use futures_util::future::join_all;
 use super::Client;
 use crate::core::error::{NodeAnswer, NodeReport, Result};
 use crate::core::keys::{self, fence_key, lock_keys};
-use crate::core::model::LockKind;
 use crate::core::quorum::{self, Released, Tally};
 use crate::core::semaphore;
 use crate::core::shared::Inner;
@@ -49,8 +48,7 @@ pub(super) async fn release_token(
 ) -> Result<TokenRelease> {
     let keys = keys::prefixed(&inner.cfg.key_prefix, names);
     let timeout = inner.cfg.command_timeout;
-    // A foreign token: its kind is read from it, once.
-    let kind = LockKind::of_token(token);
+    let kind = inner.stored_kind(&keys).await;
     let answers = join_all(
         inner
             .nodes

@@ -17,7 +17,7 @@ use super::{packed, Packed, Reply};
 use tokio::runtime::Handle;
 
 use crate::core::acquire::{
-    behind_earlier_callers, drives, join, plan_of, register, timer_fired, Queued, Request,
+    behind_earlier_callers, join, plan_of, register, timer_fired, woke, Queued, Request,
 };
 use crate::core::client::Client;
 use crate::core::error::LockError;
@@ -28,8 +28,8 @@ use crate::core::waiters::Waker;
 
 /// The acquisition of `request` on the JS thread, its first attempt ready
 /// to send once its turn came (earlier callers of its client for the key
-/// first); the request back when this driver does not take it (permits,
-/// `waitReplicas`, a closed client). `runtime` runs what it starts off the
+/// first); the request back when this driver does not take it
+/// (`waitReplicas`, a closed client). `runtime` runs what it starts off the
 /// thread (the key's subscription). Once it waits (for its turn, in the
 /// key's line, or in a pause) it wants a [`Waker`]
 /// ([`FastAcquire::wants_waker`]).
@@ -39,10 +39,14 @@ pub fn fast_acquire(
     runtime: Handle,
 ) -> std::result::Result<FastAcquire, Box<Request>> {
     let inner = client.inner().clone();
-    if !drives(&inner, &request) || inner.ensure_open().is_err() {
+    if inner.ensure_open().is_err() {
         return Err(request);
     }
     let plan = plan_of(&inner, &request);
+    if plan.wait_replicas.is_some() {
+        // WAIT blocks the connection it runs on: tokio's own, not this thread's.
+        return Err(request);
+    }
     let token = plan.take.token();
     let now = Instant::now();
     let acq = Acquisition::in_turn(plan, token, rand::random(), now);
@@ -108,8 +112,7 @@ impl FastAcquire {
         self.faulted
     }
 
-    /// The commands the machine has for the nodes now; an attempt sent
-    /// after a pause spends a notice that came meanwhile.
+    /// The commands the machine has for the nodes now.
     pub fn sends(&mut self) -> Vec<Send> {
         let acq = &mut self.acq;
         let mut sends = Vec::new();
@@ -128,12 +131,6 @@ impl FastAcquire {
                 packed,
                 timeout: acq.node_timeout(),
             });
-        }
-        let attempt = sends
-            .iter()
-            .any(|s| matches!(s.purpose, Purpose::Attempt(_)));
-        if let (true, Some(q)) = (attempt, &self.queued) {
-            q.place.consume();
         }
         sends
     }
@@ -198,7 +195,7 @@ impl FastAcquire {
     fn woken_in_pause(&mut self, now: Instant) {
         if self.acq.is_paused() && self.queued.as_ref().is_some_and(|q| q.place.take_woken()) {
             self.hears();
-            self.acq.handle_notice(now);
+            woke(&self.inner, &mut self.acq, now);
         }
     }
 
@@ -310,7 +307,7 @@ impl FastAcquire {
                     self.running = Some(self.inner.track());
                 }
                 let keys = self.acq.plan().keys.clone();
-                match register(&self.inner, keys, won, &request) {
+                match register(&self.inner, keys, won, &request, None) {
                     Ok(lock) => Step::Won(lock),
                     Err(e) => Step::Failed(e),
                 }

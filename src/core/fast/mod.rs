@@ -26,7 +26,7 @@ use crate::core::shared::{Inner, Running};
 
 pub use acquire::{fast_acquire, FastAcquire, Send, Step};
 pub use extend::{fast_extend, FastExtend};
-pub use release::{fast_release, plain_release, FastRelease};
+pub use release::{fast_release, FastRelease};
 pub use socket::Socket;
 pub use wire::{Done, OnReply, Wire};
 

@@ -9,7 +9,6 @@ use crate::core::error::Result;
 use crate::core::keys::CHANNEL_PREFIX;
 use crate::core::lock::Lock;
 use crate::core::lock_state::LockState;
-use crate::core::model::LockKind;
 use crate::core::ops;
 use crate::core::shared::Inner;
 
@@ -23,13 +22,6 @@ pub struct FastRelease {
     late: Late,
 }
 
-/// Whether `lock` is released by the lock script the fast path sends: a fair
-/// lock's release hands the key to the next waiter in line, and a semaphore
-/// attempt on several nodes is undone by its own script (both on tokio).
-pub fn plain_release(lock: &Lock) -> bool {
-    lock.parts().0.kind == LockKind::Plain
-}
-
 /// Starts releasing `lock`: `Err` with the answer when there is nothing to
 /// send (it had already ended), as on tokio.
 pub fn fast_release(lock: &Lock) -> std::result::Result<FastRelease, bool> {
@@ -37,17 +29,13 @@ pub fn fast_release(lock: &Lock) -> std::result::Result<FastRelease, bool> {
     if !inner.let_go(state) {
         return Err(false);
     }
-    let packed = packed(&ops::release::call(
-        &state.keys,
-        &state.token,
-        CHANNEL_PREFIX,
-    ));
+    let call = ops::release::call_for(state.kind, &state.keys, &state.token, CHANNEL_PREFIX);
     Ok(FastRelease {
         op: ops::release::Release::new(inner.nodes.len(), state.keys.len(), state.answers.clone()),
         late: Late::new(inner.clone()),
         inner: inner.clone(),
         state: state.clone(),
-        packed,
+        packed: packed(&call),
         timeout: inner.cfg.command_timeout,
     })
 }

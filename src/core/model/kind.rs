@@ -31,7 +31,8 @@ pub enum Kind {
     /// distinct slots, all granted by the same majority.
     Slots,
     /// A semaphore's or read-write lock's permits served in arrival order
-    /// across processes (see `acquire/fair.rs`).
+    /// across processes (a line kept in Redis beside the key, see
+    /// `fair_sem_acquire.lua`).
     FairPermits,
 }
 
@@ -67,45 +68,25 @@ pub const MAX_LIMIT: u32 = 100_000;
 /// How many readers a read-write lock admits at once; its writer takes them all.
 pub const READERS: u32 = 10_000;
 
-/// A fair lock's tokens start with this, so another process releasing it
-/// by token hands the key on.
-const FAIR_TOKEN: &str = "f:";
-
-/// How a lock's keys are given back, fixed where its token is made (the
-/// token says the same to other processes; this one keeps the kind and
-/// never reads it back out of its own tokens).
+/// How a lock's keys are given back, fixed where it is taken and kept in
+/// its state (a token taken over from elsewhere, by `adopt` or a release by
+/// token, gets the kind the server's keys show: see `Inner::stored_kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LockKind {
-    /// A lock, or permits of a semaphore or read-write lock (fair or not):
-    /// the shared release script deletes the key or the holder's member.
+    /// A lock, or permits of a semaphore or read-write lock (fair or not, on
+    /// one node or as a Redlock semaphore's slots): the shared release script
+    /// deletes the key or the holder's member.
     Plain,
     /// A fair lock: its release hands the key to the next waiter in line.
     Fair,
-    /// An attempt at a semaphore on several nodes, undone by its UUID
-    /// whatever slots each node granted (the holder then keeps the member
-    /// naming its slots, a [`LockKind::Plain`] token).
-    SlotAttempt,
 }
 
 impl LockKind {
-    /// The kind of an attempt at `permits` (`None`: a plain lock).
+    /// The kind of a lock taken as `permits` (`None`: a plain lock).
     pub fn of(permits: Option<Permits>) -> LockKind {
         match permits.map(|p| p.kind) {
             Some(Kind::Fair) => LockKind::Fair,
-            Some(Kind::Slots) => LockKind::SlotAttempt,
             _ => LockKind::Plain,
-        }
-    }
-
-    /// The kind of a token that came from elsewhere (`adopt`,
-    /// `releaseToken`), read once from the prefix [`token`] gave it.
-    pub fn of_token(token: &str) -> LockKind {
-        if is_slot_attempt(token) {
-            LockKind::SlotAttempt
-        } else if token.starts_with(FAIR_TOKEN) {
-            LockKind::Fair
-        } else {
-            LockKind::Plain
         }
     }
 }
@@ -159,25 +140,18 @@ pub fn fair(p: Permits) -> Permits {
     }
 }
 
-/// A fresh token: a UUID, prefixed with the permits it stands for. An
-/// attempt at a semaphore on several nodes has `*` where the member each node
-/// writes names the slots it granted (`<permits>:<slots>:<uuid>`).
+/// A fresh token: a UUID, prefixed with the permits it stands for (the
+/// semaphore scripts count a holder's permits by it). An attempt at a
+/// semaphore on several nodes has `*` where the member each node writes
+/// names the slots it granted (`<permits>:<slots>:<uuid>`).
 pub fn token(permits: Option<Permits>) -> String {
     let id = uuid::Uuid::new_v4().to_string();
     match permits {
         Some(p) if p.kind == Kind::Slots => format!("{}:*:{id}", p.permits),
-        Some(p) if p.kind == Kind::Fair => format!("{FAIR_TOKEN}{id}"),
+        Some(p) if p.kind == Kind::Fair => id,
         Some(p) => format!("{}:{id}", p.permits),
         None => id,
     }
-}
-
-/// Whether `token` is an attempt at a semaphore on several nodes (undone by
-/// the attempt's UUID, whatever slots each node granted).
-fn is_slot_attempt(token: &str) -> bool {
-    token
-        .split_once(":*:")
-        .is_some_and(|(p, _)| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
 #[cfg(test)]
@@ -199,10 +173,7 @@ mod tests {
         assert!(t.starts_with("3:"));
         assert!(!token(None).contains(':'));
         let slots = token(Some(sem(5, 2, Kind::Slots)));
-        assert!(slots.starts_with("2:*:") && is_slot_attempt(&slots));
-        assert!(!is_slot_attempt(&t));
-        assert!(!is_slot_attempt("2:0-1:uuid"));
-        assert!(!is_slot_attempt(":*:uuid"));
+        assert!(slots.starts_with("2:*:"), "{slots}");
     }
 
     #[test]
@@ -214,21 +185,10 @@ mod tests {
     }
 
     #[test]
-    fn a_fair_lock_token_says_so() {
+    fn a_fair_lock_token_is_a_bare_uuid_and_fair_permits_count_theirs() {
         let t = token(Some(fair_permits()));
-        assert!(t.starts_with(FAIR_TOKEN));
-        assert!(uuid::Uuid::parse_str(&t[FAIR_TOKEN.len()..]).is_ok());
-        // Fair permits count like any semaphore's.
+        assert!(uuid::Uuid::parse_str(&t).is_ok(), "{t}");
         assert!(token(Some(fair(rw_permits(false)))).starts_with("1:"));
-    }
-
-    #[test]
-    fn slot_attempts_need_a_number_before_the_star() {
-        assert!(is_slot_attempt("12:*:u"));
-        assert!(!is_slot_attempt("x:*:u"));
-        assert!(!is_slot_attempt("1x:*:u"));
-        assert!(!is_slot_attempt("f:u"));
-        assert!(!is_slot_attempt(""));
     }
 
     const EVERY_KIND: [Kind; 6] = [
@@ -244,25 +204,15 @@ mod tests {
     fn the_lock_kind_comes_from_what_is_taken() {
         assert_eq!(LockKind::of(None), LockKind::Plain);
         assert_eq!(LockKind::of(Some(fair_permits())), LockKind::Fair);
-        assert_eq!(
-            LockKind::of(Some(sem(5, 2, Kind::Slots))),
-            LockKind::SlotAttempt
-        );
-        for k in [Kind::Semaphore, Kind::Read, Kind::Write, Kind::FairPermits] {
+        for k in [
+            Kind::Semaphore,
+            Kind::Read,
+            Kind::Write,
+            Kind::FairPermits,
+            Kind::Slots,
+        ] {
             assert_eq!(LockKind::of(Some(sem(3, 1, k))), LockKind::Plain, "{k:?}");
         }
-    }
-
-    #[test]
-    fn a_token_from_elsewhere_reads_as_the_kind_it_was_made_for() {
-        assert_eq!(LockKind::of_token(&token(None)), LockKind::Plain);
-        for k in EVERY_KIND {
-            let p = Some(sem(3, 2, k));
-            assert_eq!(LockKind::of_token(&token(p)), LockKind::of(p), "{k:?}");
-        }
-        // A Redlock semaphore's holder keeps the member naming its slots.
-        assert_eq!(LockKind::of_token("2:0.3:uuid"), LockKind::Plain);
-        assert_eq!(LockKind::of_token("someone else's value"), LockKind::Plain);
     }
 
     #[test]

@@ -2,8 +2,7 @@
 //! kind of lock an acquisition takes, the token it carries and the
 //! [`LockKind`] a lock keeps in its state (`kind.rs`), the keys and leases
 //! one attempt sends to a node (`lease.rs`), each node's answer to a lock's
-//! last operation (`answers.rs`), and the checked request with what an
-//! attempt came back with (`request.rs`).
+//! last operation (`answers.rs`), and the checked request (`request.rs`).
 //! The transports (`node/`, `fast/`) and the engine (`acquire/`) both build
 //! on it; it builds on neither.
 
@@ -19,4 +18,3 @@ pub use kind::{
 };
 pub use lease::{beside, line_keys, writer_key, FairLease, PermitsLease};
 pub use request::Request;
-pub(crate) use request::{Attempt, Won};

@@ -10,6 +10,8 @@ use super::renewals::extend_on;
 use super::reply::{bounded, fault};
 use super::{Connection, Node, Renewal, Target};
 use crate::core::error::NodeAnswer;
+use crate::core::ops::Answer;
+use crate::core::scripts::Call;
 
 /// How many acquisitions or extensions may wait for replicas at once, per node.
 const ACKED_CONNECTIONS: usize = 4;
@@ -74,30 +76,27 @@ async fn acked_connection(node: &Node) -> Result<Held<'_>, NodeAnswer> {
     Ok((place, con))
 }
 
-/// The acquire script, then `WAIT replicas wait`, on a connection of their
-/// own. The third value is how many replicas acknowledged (`None` when the
-/// lock was not taken or WAIT failed).
-pub(super) async fn acquire_acked(
+/// An acquisition's attempt `call`, then `WAIT replicas wait` once it took
+/// the lock (`taken` reads its reply), on a connection of their own. The
+/// second value is how many replicas acknowledged (`None` when the lock was
+/// not taken or WAIT failed).
+pub(super) async fn send_acked(
     node: &Node,
-    keys: &[String],
-    locked: usize,
-    token: &str,
-    ttl_ms: u64,
+    call: &Call<'_>,
+    taken: fn(&Answer) -> bool,
     timeout: Duration,
     (replicas, wait): (u32, Duration),
-) -> (NodeAnswer, i64, Option<u32>) {
+) -> (Answer, Option<u32>) {
     let (_place, mut con) = match acked_connection(node).await {
         Ok(got) => got,
-        Err(answer) => return (answer, 0, None),
+        Err(answer) => return (Err(answer), None),
     };
-    let (answer, fence) = node
-        .acquire(&mut con, keys, locked, token, ttl_ms, timeout)
-        .await;
-    if answer != NodeAnswer::Ok {
-        return (answer, fence, None);
+    let answer = node.run(&mut con, call, timeout).await;
+    if !taken(&answer) {
+        return (answer, None);
     }
     let acked = wait_replicas(&mut con, replicas, wait, timeout).await;
-    (answer, fence, acked)
+    (answer, acked)
 }
 
 /// [`Node::extend_batch`] for one lock, then `WAIT`, on a connection of their own.

@@ -12,7 +12,6 @@
 mod acked;
 pub mod collect;
 mod connect;
-mod fair;
 mod notices;
 mod ops;
 mod permits;

@@ -22,12 +22,11 @@ use redis::FromRedisValue;
 
 use super::notices::NoticeSink;
 use super::reply::{answer_of, bounded, is_noscript, recovering};
-use super::{acked, fair, notices, permits, renewals, Connection, Node};
+use super::{acked, notices, permits, renewals, Connection, Node};
 use crate::core::broken;
 use crate::core::error::NodeAnswer;
 use crate::core::keys::CHANNEL_PREFIX;
-use crate::core::model::{FairLease, LockKind, Permits, PermitsLease};
-use crate::core::ops::permits::SlotReply;
+use crate::core::model::{line_keys, LockKind};
 use crate::core::ops::{self, renew::Renewal, Answer, Reply};
 use crate::core::scripts::{self, Call};
 
@@ -56,10 +55,6 @@ impl Node {
         kind: LockKind,
         timeout: Duration,
     ) -> NodeAnswer {
-        if let ([key], LockKind::SlotAttempt) = (keys, kind) {
-            // An attempt at a semaphore on several nodes: its members name slots.
-            return self.undo_slots(key, token, "", timeout).await;
-        }
         let mut con = match self.connection_within(timeout).await {
             Ok(con) => con,
             Err(answer) => return answer,
@@ -70,9 +65,6 @@ impl Node {
                 Err(answer) => answer,
             };
         }
-        if let ([key], LockKind::Fair) = (keys, kind) {
-            return self.release_fair(key, token, false, timeout).await;
-        }
         // A cluster would broadcast every notice to all its nodes, and its
         // waiters do not subscribe: no notices there.
         let notices = if self.is_cluster() {
@@ -80,8 +72,20 @@ impl Node {
         } else {
             CHANNEL_PREFIX
         };
-        let call = ops::release::call(keys, token, notices);
+        let call = ops::release::call_for(kind, keys, token, notices);
         ops::release::answer(self.run(&mut con, &call, timeout).await, keys.len())
+    }
+
+    /// Whether `key` has a fair lock's line beside it (a list of waiting
+    /// tokens; a fair semaphore's is a sorted set). `false` when the node
+    /// cannot tell.
+    pub async fn has_fair_line(&self, key: &str, timeout: Duration) -> bool {
+        let Ok(mut con) = self.connection_within(timeout).await else {
+            return false;
+        };
+        let mut cmd = redis::cmd("TYPE");
+        cmd.arg(&line_keys(key)[0]);
+        matches!(bounded(timeout, cmd.query_async::<String>(&mut con)).await, Ok(t) if t == "list")
     }
 
     /// Reads a lock key without changing it: its value, its PTTL and its fence counter.
@@ -112,19 +116,17 @@ impl Node {
         }
     }
 
-    /// The acquire script, then `WAIT replicas wait`, on a connection of their
-    /// own. The third value is how many replicas acknowledged (`None` when the
-    /// lock was not taken or WAIT failed).
-    pub async fn acquire_acked(
+    /// An acquisition's attempt `call`, then `WAIT` once it took the lock
+    /// (`taken` reads its reply), on a connection of their own; with how
+    /// many replicas acknowledged (`None` when not taken or WAIT failed).
+    pub async fn send_acked(
         &self,
-        keys: &[String],
-        locked: usize,
-        token: &str,
-        ttl_ms: u64,
+        call: &Call<'_>,
+        taken: fn(&Answer) -> bool,
         timeout: Duration,
         acked: (u32, Duration),
-    ) -> (NodeAnswer, i64, Option<u32>) {
-        acked::acquire_acked(self, keys, locked, token, ttl_ms, timeout, acked).await
+    ) -> (Answer, Option<u32>) {
+        acked::send_acked(self, call, taken, timeout, acked).await
     }
 
     /// [`Node::extend_batch`] for one lock, then `WAIT`, on a connection of their own.
@@ -135,90 +137,6 @@ impl Node {
         acked: (u32, Duration),
     ) -> (NodeAnswer, Option<u32>) {
         acked::extend_acked(self, renewal, timeout, acked).await
-    }
-
-    /// Runs the fair lock's script: `Ok` when taken (or handed over already),
-    /// with the fence (0 without fencing); `Held` while another owner holds
-    /// the key or an earlier waiter is alive, its "remaining TTL" then the
-    /// time by which the place must be renewed.
-    pub async fn acquire_fair(
-        &self,
-        con: &mut Connection,
-        lease: &FairLease<'_>,
-        timeout: Duration,
-    ) -> (NodeAnswer, i64) {
-        fair::acquire_fair(self, con, lease, timeout).await
-    }
-
-    /// Releases a fair lock: the key goes straight to the first live waiter in
-    /// line (or is deleted when nobody waits). With `leave`, a caller that does
-    /// not hold it leaves the line instead.
-    pub async fn release_fair(
-        &self,
-        key: &str,
-        token: &str,
-        leave: bool,
-        timeout: Duration,
-    ) -> NodeAnswer {
-        fair::release_fair(self, key, token, leave, timeout).await
-    }
-
-    /// Runs the fair semaphore's script: `Ok` when the permits were taken,
-    /// `Held` (no remaining TTL: the caller keeps renewing its place) while
-    /// they do not fit beside those of every earlier waiter.
-    pub async fn acquire_fair_permits(
-        &self,
-        con: &mut Connection,
-        lease: &FairLease<'_>,
-        limit: u32,
-        timeout: Duration,
-    ) -> NodeAnswer {
-        fair::acquire_fair_permits(self, con, lease, limit, timeout).await
-    }
-
-    /// Takes `token` out of a fair line (`line`: places, then their leases).
-    pub async fn leave_line(&self, line: &[String; 2], token: &str, timeout: Duration) {
-        fair::leave_line(self, line, token, timeout).await
-    }
-
-    /// Runs the semaphore's acquire script: `Ok` when the permits were taken,
-    /// `Held` (with the time until the earliest lease ends) when too few are free.
-    pub async fn acquire_permits(
-        &self,
-        con: &mut Connection,
-        lease: &PermitsLease<'_>,
-        p: Permits,
-        timeout: Duration,
-    ) -> NodeAnswer {
-        permits::acquire_permits(self, con, lease, p, timeout).await
-    }
-
-    /// Runs the Redlock semaphore's script (see `sem_slots.lua`): the free
-    /// slots are tried from `first` on, in the same order on every node.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn acquire_slots(
-        &self,
-        con: &mut Connection,
-        key: &str,
-        token: &str,
-        ttl_ms: u64,
-        p: Permits,
-        first: u32,
-        timeout: Duration,
-    ) -> SlotReply {
-        permits::acquire_slots(self, con, key, token, ttl_ms, p, first, timeout).await
-    }
-
-    /// Removes what the attempt `token` wrote at the Redlock semaphore `key`,
-    /// except the member `keep` (see `sem_undo.lua`); announces the permits freed.
-    pub async fn undo_slots(
-        &self,
-        key: &str,
-        token: &str,
-        keep: &str,
-        timeout: Duration,
-    ) -> NodeAnswer {
-        permits::undo_slots(self, key, token, keep, timeout).await
     }
 
     /// The members of a semaphore's holders whose lease has not ended.

@@ -81,6 +81,8 @@ pub struct Acquire {
     lease: LeaseTerms,
     record: Answers,
     read: ReadReply,
+    /// Decided only once every node answered.
+    all: bool,
 }
 
 impl Acquire {
@@ -91,7 +93,15 @@ impl Acquire {
             lease,
             record,
             read: answer,
+            all: false,
         }
+    }
+
+    /// Decided only once every node answered (a Redlock semaphore's
+    /// attempt: which slots a quorum granted is read off every reply).
+    pub fn waiting_for_all(mut self) -> Acquire {
+        self.all = true;
+        self
     }
 
     /// The replies read by `read` (another kind's attempt script).
@@ -110,12 +120,13 @@ impl Acquire {
     ) -> Progress {
         let (answer, fence) = (self.read)(reply);
         let lease = self.lease;
+        let all = self.all;
         self.gather
             .offer(i, answer, fence, Some(&self.record), |g| {
                 decided(
                     &g.tally(),
                     g.all_in(),
-                    lease.fencing,
+                    lease.fencing || all,
                     lease.validity(started, now),
                     lease.min_validity,
                 )

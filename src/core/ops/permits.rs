@@ -1,11 +1,11 @@
-//! Semaphores and fair lines: a semaphore's or read-write lock's acquire
-//! call, and how the replies of their scripts read (the fair calls are
-//! built beside the leases they carry, in `node::fair`).
+//! Semaphores and fair lines: the calls of a semaphore's, a read-write
+//! lock's and a fair line's scripts, and how their replies read.
 
 use super::reply::{counted, unexpected, Answer, Reply};
 use crate::core::broken;
 use crate::core::error::NodeAnswer;
-use crate::core::model::{Permits, PermitsLease};
+use crate::core::keys;
+use crate::core::model::{line_keys, FairLease, Permits, PermitsLease};
 use crate::core::scripts::{self, Call};
 
 /// The semaphore's acquire script for `lease`: `p.permits` of `p.limit`
@@ -21,6 +21,114 @@ pub fn call(lease: &PermitsLease<'_>, p: Permits) -> Call<'static> {
         .arg(p.kind_code())
         .arg(lease.mark_ms);
     call
+}
+
+/// The fair lock's script for `lease`: the key is taken at the head of its
+/// line (or found handed over already), with the next fence when
+/// `lease.fence` names the counter; otherwise the place is kept or renewed.
+pub fn fair_call(lease: &FairLease<'_>) -> Call<'static> {
+    let mut call = Call::new(&scripts::FAIR_ACQUIRE);
+    call.key(lease.key);
+    call.key(&lease.line[0]);
+    if let Some(fence) = lease.fence {
+        call.key(fence);
+    }
+    call.arg(lease.token)
+        .arg(lease.ttl_ms)
+        .arg(lease.place_ms)
+        .arg(lease.attempt);
+    call
+}
+
+/// The fair semaphore's script for `lease`: `limit` permits in all, taken
+/// only when they fit beside those of every earlier waiter.
+pub fn fair_permits_call(lease: &FairLease<'_>, limit: u32) -> Call<'static> {
+    let mut call = Call::new(&scripts::FAIR_SEM_ACQUIRE);
+    call.key(lease.key);
+    call.key(&lease.line[0])
+        .key(&lease.line[1])
+        .arg(lease.token)
+        .arg(lease.ttl_ms)
+        .arg(broken::sem_limit(limit))
+        .arg(lease.place_ms);
+    call
+}
+
+/// A fair lock's release: the key goes to the first live waiter in line (or
+/// is deleted when nobody waits), announced on `channel_prefix` (empty: no
+/// notice); with `leave`, a caller that does not hold it leaves the line.
+pub fn fair_release_call(
+    key: &str,
+    token: &str,
+    channel_prefix: &str,
+    leave: bool,
+) -> Call<'static> {
+    let mut call = Call::new(&scripts::FAIR_RELEASE);
+    call.key(key);
+    call.key(&line_keys(key)[0])
+        .key(keys::fence_key(key))
+        .arg(token)
+        .arg(channel_prefix)
+        .arg(if leave { "1" } else { "0" });
+    call
+}
+
+/// Takes `token`'s place out of the fair line of a semaphore's `key`.
+pub fn leave_call(key: &str, token: &str) -> Call<'static> {
+    let line = line_keys(key);
+    let mut call = Call::new(&scripts::FAIR_LEAVE);
+    call.key(&line[0]);
+    call.key(&line[1]).arg(token);
+    call
+}
+
+/// The Redlock semaphore's script (see `sem_slots.lua`) for attempt
+/// `token`: `p.permits` of `p.limit` numbered slots, the free ones tried from
+/// `first` on, in the same order on every node.
+pub fn slots_call(key: &str, token: &str, ttl_ms: u64, p: Permits, first: u32) -> Call<'static> {
+    let mut call = Call::new(&scripts::SEM_SLOTS);
+    call.key(key);
+    call.arg(token)
+        .arg(ttl_ms)
+        .arg(p.limit)
+        .arg(p.permits)
+        .arg(first);
+    call
+}
+
+/// The undo of the Redlock semaphore attempt `token` (see `sem_undo.lua`):
+/// every member it wrote at `key` but `keep` (the one it won with; empty:
+/// none), the permits freed announced on `channel_prefix` (empty: none).
+pub fn slots_undo_call(key: &str, token: &str, keep: &str, channel_prefix: &str) -> Call<'static> {
+    let mut call = Call::new(&scripts::SEM_UNDO);
+    call.key(key);
+    call.arg(token).arg(keep).arg(channel_prefix);
+    call
+}
+
+/// A slot attempt's undo: the number of members removed, or a fault.
+pub fn slots_undone(reply: Answer) -> NodeAnswer {
+    match reply {
+        Ok(Reply::Int(_)) => NodeAnswer::Ok,
+        Ok(reply) => unexpected(reply, "semaphore undo"),
+        Err(answer) => answer,
+    }
+}
+
+/// A Redlock semaphore's reply as one node's answer to an attempt (which
+/// member a quorum granted is decided on every node's reply).
+pub fn slots_answer(reply: Answer) -> (NodeAnswer, i64) {
+    let answer = match slots(reply) {
+        SlotReply::Granted(_) => NodeAnswer::Ok,
+        SlotReply::Busy(wait) => NodeAnswer::Held { pttl_ms: wait },
+        SlotReply::Failed(answer) => answer,
+    };
+    (answer, 0)
+}
+
+/// The fair semaphore's reply as an attempt reads it: taken or in line.
+pub fn fair_permits_answer(reply: Answer) -> (NodeAnswer, i64) {
+    (granted(reply, "fair semaphore"), 0)
 }
 
 /// The semaphore's acquire reply as an attempt reads it: taken or held,

@@ -4,7 +4,7 @@
 use super::gather::{Gather, Progress};
 use super::reply::{counted, Answer};
 use crate::core::error::NodeAnswer;
-use crate::core::model::Answers;
+use crate::core::model::{Answers, LockKind};
 use crate::core::quorum::{self, Released, Tally};
 use crate::core::scripts::{self, Call};
 
@@ -14,6 +14,23 @@ pub fn call(keys: &[String], token: &str, channel_prefix: &str) -> Call<'static>
     let mut call = Call::new(&scripts::RELEASE);
     call.key(keys).arg(token).arg(channel_prefix);
     call
+}
+
+/// The release of what `token` holds at `keys`, as a lock of `kind` is
+/// given back: a fair lock's hands its key to the next waiter in line
+/// (both announce it on `channel_prefix`; empty: no notice).
+pub fn call_for(
+    kind: LockKind,
+    keys: &[String],
+    token: &str,
+    channel_prefix: &str,
+) -> Call<'static> {
+    match (kind, keys) {
+        (LockKind::Fair, [key]) => {
+            super::permits::fair_release_call(key, token, channel_prefix, false)
+        }
+        _ => call(keys, token, channel_prefix),
+    }
 }
 
 /// One node's reply: every key deleted, or not (all) ours any more.

@@ -2,7 +2,6 @@
 //! `fair_release.lua`), and as the waiter it went to takes it.
 
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use super::Place;
 
@@ -33,15 +32,6 @@ impl Handoff {
         place.handed.store(self.after, Ordering::Release);
         place.wake();
     }
-}
-
-/// A fair lock handed to a waiter ([`super::Waiters::handed_over`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct HandedOver {
-    /// When the attempt the hand-off came after was sent.
-    pub since: Instant,
-    /// The fence the release set with it (none without fencing).
-    pub fence: Option<i64>,
 }
 
 #[cfg(test)]

@@ -33,11 +33,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use tokio::sync::Notify;
 
-use crate::core::broken;
 use crate::core::keys::CHANNEL_PREFIX;
 use crate::core::sync;
 
@@ -49,19 +47,8 @@ mod tests;
 
 pub use arrival::Arrival;
 use arrival::Caller;
-pub use handoff::HandedOver;
 use handoff::Handoff;
 pub use place::{Place, Waker};
-
-/// A fair waiter's attempts.
-#[derive(Default)]
-struct FairWait {
-    /// Attempts numbered so far.
-    attempts: u64,
-    /// The latest attempt that found the waiter still waiting: its number and
-    /// when it was sent.
-    waiting: Option<(u64, Instant)>,
-}
 
 #[derive(Default)]
 struct Queue {
@@ -87,8 +74,6 @@ pub struct Waiters {
     lines: Mutex<HashMap<String, VecDeque<Caller>>>,
     next_arrival: AtomicU64,
     next_id: AtomicU64,
-    /// Fair waiters by token.
-    fair: Mutex<HashMap<String, FairWait>>,
 }
 
 /// What [`Waiters::join`] did.
@@ -270,49 +255,17 @@ impl Waiters {
         }
     }
 
-    /// The number of `token`'s next fair attempt (from 1).
-    pub fn next_attempt(&self, token: &str) -> u64 {
-        let mut fair = sync::lock(&self.fair);
-        let w = fair.entry(token.to_string()).or_default();
-        w.attempts += 1;
-        w.attempts
-    }
-
-    /// `token`'s fair attempt number `n`, sent at `at`, found it still waiting.
-    pub fn still_waiting(&self, token: &str, n: u64, at: Instant) {
-        let mut fair = sync::lock(&self.fair);
-        let w = fair.entry(token.to_string()).or_default();
-        if w.waiting.is_none_or(|(m, _)| m < n) {
-            w.waiting = Some((n, at));
-        }
-    }
-
-    /// When a fair lock's release handed `key` to `token`'s waiter (taken
-    /// once), and with which fence: the hand-off came after its attempt that
-    /// was sent then, and before any later attempt ran. `None` when no
-    /// hand-off came, or when an attempt found the waiter still waiting after
-    /// it (a stale hand-off).
-    pub fn handed_over(&self, key: &str, token: &str) -> Option<HandedOver> {
-        let (after, fence) = sync::lock(&self.queues).get(key).and_then(|q| {
-            q.places.iter().find(|p| p.token == token).map(|p| {
+    /// The hand-off of `key` to `token`'s waiter by a fair lock's release,
+    /// taken once: the attempt of that waiter it came after (0: unknown)
+    /// and the fence it came with.
+    pub fn handed_over(&self, key: &str, token: &str) -> Option<(u64, Option<i64>)> {
+        sync::lock(&self.queues).get(key).and_then(|q| {
+            q.places.iter().find(|p| p.token == token).and_then(|p| {
                 let after = p.handed.swap(0, Ordering::AcqRel);
-                (after, p.handed_fence.swap(0, Ordering::AcqRel))
+                let fence = p.handed_fence.swap(0, Ordering::AcqRel);
+                (after != 0).then_some((after, (fence > 0).then_some(fence)))
             })
-        })?;
-        match sync::lock(&self.fair).get(token)?.waiting {
-            Some((n, since)) if after != 0 && (n == after || broken::trusts_stale_handoffs()) => {
-                Some(HandedOver {
-                    since,
-                    fence: (fence > 0).then_some(fence),
-                })
-            }
-            _ => None,
-        }
-    }
-
-    /// `token`'s fair wait is over.
-    pub fn done_waiting(&self, token: &str) {
-        sync::lock(&self.fair).remove(token);
+        })
     }
 
     /// Handles one pub/sub message (channel, payload).

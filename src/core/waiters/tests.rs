@@ -96,67 +96,44 @@ async fn a_hand_off_wakes_its_new_holder_only() {
     let w = Waiters::default();
     let a = w.join_as("k", "ta");
     let b = w.join_as("k", "tb");
-    let at = Instant::now();
-    assert_eq!(w.next_attempt("tb"), 1);
-    assert_eq!(w.next_attempt("tb"), 2);
-    w.still_waiting("tb", 2, at);
     w.released("k", ">tb 2");
     assert!(!is_woken(&a.place).await);
     assert!(is_woken(&b.place).await);
     assert_eq!(w.handed_over("k", "ta"), None);
-    assert_eq!(w.handed_over("k", "tb"), Some(unfenced(at)));
+    assert_eq!(w.handed_over("k", "tb"), Some((2, None)));
     assert_eq!(w.handed_over("k", "tb"), None, "taken once");
-    // A hand-off after attempt 2 that attempt 3 found void: stale.
-    w.released("k", ">tb 2");
-    assert_eq!(w.next_attempt("tb"), 3);
-    w.still_waiting("tb", 3, Instant::now());
-    assert_eq!(w.handed_over("k", "tb"), None);
-    w.done_waiting("tb");
     // Handed the key just before joining: it is woken as it joins.
     w.released("k", ">tc 1");
     let c = w.join_as("k", "tc");
     assert!(is_woken(&c.place).await);
-    w.still_waiting("tc", 1, at);
-    assert_eq!(w.handed_over("k", "tc"), Some(unfenced(at)));
+    assert_eq!(w.handed_over("k", "tc"), Some((1, None)));
     w.released("k", ">gone 1");
     assert!(
         !is_woken(&a.place).await,
         "a hand-off to nobody here wakes nobody"
     );
-}
-
-fn unfenced(since: Instant) -> HandedOver {
-    HandedOver { since, fence: None }
+    // After no attempt it knows of: nothing to take (the next attempt tells).
+    w.released("k", ">ta 0");
+    assert!(is_woken(&a.place).await);
+    assert_eq!(w.handed_over("k", "ta"), None);
 }
 
 #[tokio::test]
 async fn a_hand_off_carries_its_fence_to_the_new_holder() {
     let w = Waiters::default();
     let a = w.join_as("k", "ta");
-    let at = Instant::now();
-    assert_eq!(w.next_attempt("ta"), 1);
-    w.still_waiting("ta", 1, at);
     w.released("k", ">ta 1 17");
     assert!(is_woken(&a.place).await);
-    let handed = Some(HandedOver {
-        since: at,
-        fence: Some(17),
-    });
-    assert_eq!(w.handed_over("k", "ta"), handed);
+    assert_eq!(w.handed_over("k", "ta"), Some((1, Some(17))));
     assert_eq!(w.handed_over("k", "ta"), None, "taken once");
     // A later hand-off without a fence does not keep the old one.
     w.released("k", ">ta 1");
-    assert_eq!(w.handed_over("k", "ta"), Some(unfenced(at)));
+    assert_eq!(w.handed_over("k", "ta"), Some((1, None)));
     // Handed over (with its fence) just before joining.
     w.released("k", ">tb 1 18");
     let b = w.join_as("k", "tb");
     assert!(is_woken(&b.place).await);
-    w.still_waiting("tb", 1, at);
-    let handed = Some(HandedOver {
-        since: at,
-        fence: Some(18),
-    });
-    assert_eq!(w.handed_over("k", "tb"), handed);
+    assert_eq!(w.handed_over("k", "tb"), Some((1, Some(18))));
 }
 
 #[tokio::test]

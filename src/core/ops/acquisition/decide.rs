@@ -5,7 +5,6 @@
 
 use std::time::{Duration, Instant};
 
-use crate::core::config::AcquireSpec;
 use crate::core::quorum::Acquired;
 
 /// The caller's bounds on retrying.
@@ -16,17 +15,6 @@ pub(crate) struct Bounds {
     pub wait_until: Instant,
     /// `waitTimeout` 0 asks for one attempt with no waiting.
     pub wait_bounds_attempts: bool,
-}
-
-impl Bounds {
-    pub(crate) fn of(spec: &AcquireSpec, wait_until: Instant) -> Bounds {
-        Bounds {
-            retry_delay: spec.retry_delay,
-            retry_count: spec.retry_count,
-            wait_until,
-            wait_bounds_attempts: !spec.wait_timeout.is_zero(),
-        }
-    }
 }
 
 /// What follows an attempt that did not win.

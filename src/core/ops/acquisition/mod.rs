@@ -1,6 +1,7 @@
-//! An acquisition (a lock's keys, or a semaphore's or read-write lock's
-//! permits on one key: [`Take`]) from its turn among its client's callers to
-//! its outcome, as one machine with no I/O and no clock, in the manner of a
+//! An acquisition of any kind ([`Take`]: a lock's keys, a semaphore's or
+//! read-write lock's permits on one key, a fair lock or fair permits in a
+//! line kept in Redis, a Redlock semaphore's numbered slots) from its turn
+//! among its client's callers to its outcome, as one machine with no I/O and no clock, in the manner of a
 //! sans-I/O protocol state machine: it is given the plan and `now`, and then
 //! only takes events ([`handle_turn`](Acquisition::handle_turn),
 //! [`handle_reply`](Acquisition::handle_reply), [`handle_timeout`](Acquisition::handle_timeout),
@@ -22,16 +23,27 @@
 //! waited out within `waitTimeout` and `retryCount`, pausing `retryDelay` +
 //! jitter (from an RNG the machine owns), or until the holder's release
 //! notice once notices are heard; the undo still owed when it ends is
-//! the driver's to send and forget.
+//! the driver's to send and forget (and, in a fair line, leaving it).
+//!
+//! `plan.rs` is what it is given and gives back, `steps.rs` its steps
+//! (attempt, verdict, undo, pause, end), `clock.rs` its timer, `line.rs`
+//! its waits in lines (its client's callers; a fair lock's hand-off),
+//! `decide.rs` and `failure.rs` its decisions after a verdict and its errors.
 
+mod clock;
 pub mod decide;
 pub mod failure;
+mod line;
 mod plan;
 mod steps;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_fair;
+#[cfg(test)]
+mod tests_slots;
 
-pub use plan::{Cancel, Event, Outcome, Plan, Purpose, Take, Transmit, Won};
+pub use plan::{Cancel, Event, Handoff, Outcome, Plan, Purpose, Take, Transmit, Won};
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -40,8 +52,9 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use self::decide::Bounds;
-use self::failure::{aborted, behind_earlier, wait_passed};
+use self::failure::aborted;
 use super::acquire::Acquire;
+use super::permits::SlotReply;
 use super::reply::Answer;
 use crate::core::error::{LockError, NodeAnswer};
 use crate::core::model::Answers;
@@ -60,6 +73,8 @@ enum Phase {
         record: Answers,
         out: Vec<bool>,
         sent: Vec<bool>,
+        /// A Redlock semaphore's attempt: each node's reply as it came.
+        slots: Vec<Option<SlotReply>>,
     },
     /// Attempt `n` lost and is retried: its undo must land first.
     Undo {
@@ -99,6 +114,9 @@ pub struct Acquisition {
     /// The won attempt, still taking the answers of the nodes that were out
     /// when it was decided (they go to its record), and how many are.
     won: Option<(u32, Acquire, usize)>,
+    /// The last attempt that found it waiting in a fair line, and when it
+    /// was sent: a hand-off after it makes it the holder.
+    in_line: Option<(u32, Instant)>,
     /// Commands it answered as timed out itself: the transport's own timeout
     /// for one of them, coming after, is the same fault, not a second one.
     expired: Vec<(Purpose, usize)>,
@@ -156,6 +174,7 @@ impl Acquisition {
             heard: false,
             asked_to_listen: false,
             won: None,
+            in_line: None,
             expired: Vec::new(),
         }
     }
@@ -202,36 +221,6 @@ impl Acquisition {
         self.events.pop_front()
     }
 
-    /// The instant it must be woken at ([`handle_timeout`](Self::handle_timeout)); `None` once decided.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        let wait = self
-            .bounds
-            .wait_bounds_attempts
-            .then_some(self.bounds.wait_until);
-        let own = match &self.phase {
-            Phase::Attempt { started, .. } => Some(*started + self.plan.node_timeout),
-            Phase::Undo { deadline, .. } => Some(*deadline),
-            Phase::Pause { until, .. } => Some(*until),
-            Phase::Turn => None,
-            Phase::Done => return None,
-        };
-        match (own, wait) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    /// When its own bound on the commands it has out falls (an attempt's
-    /// node timeout, an undo's deadline): a driver whose transport answers
-    /// each command by that bound anyway needs no timer for this instant.
-    pub fn commands_due(&self) -> Option<Instant> {
-        match &self.phase {
-            Phase::Attempt { started, .. } => Some(*started + self.plan.node_timeout),
-            Phase::Undo { deadline, .. } => Some(*deadline),
-            _ => None,
-        }
-    }
-
     /// The outcome, once (later calls: `None`).
     pub fn outcome(&mut self) -> Option<Outcome> {
         self.outcome.take()
@@ -270,7 +259,7 @@ impl Acquisition {
                 if *n == m && out.get(node).copied().unwrap_or(false) =>
             {
                 out[node] = false;
-                let answer = super::release::answer(reply, self.plan.keys.len());
+                let answer = self.plan.take.undo_answer(reply, self.plan.keys.len());
                 self.fault(node, answer);
                 if self.undo_landed() {
                     self.pause(now);
@@ -300,90 +289,14 @@ impl Acquisition {
                 let answer = match (purpose, reply) {
                     (_, Err(answer)) => answer,
                     (Purpose::Undo(_), Ok(r)) => {
-                        super::release::answer(Ok(r), self.plan.keys.len())
+                        self.plan.take.undo_answer(Ok(r), self.plan.keys.len())
                     }
+                    // Whether a place was left or never there, nothing to report.
+                    (Purpose::Leave(_), Ok(_)) => return,
                     (Purpose::Attempt(_), Ok(r)) => (self.plan.take.reader())(Ok(r)).0,
                 };
                 self.fault(node, answer);
             }
-        }
-    }
-
-    /// The time is `now`: whatever came due (a node's bound, the pause, the wait) happens.
-    pub fn handle_timeout(&mut self, now: Instant) {
-        let wait_over = self.bounds.wait_bounds_attempts && now >= self.bounds.wait_until;
-        match &mut self.phase {
-            Phase::Attempt { started, out, .. } => {
-                if wait_over {
-                    let n = self.attempts();
-                    let failure = wait_passed(
-                        self.last_failure.take(),
-                        &self.plan.label,
-                        n,
-                        self.plan.wait_timeout,
-                    );
-                    self.fail_undoing_all(failure);
-                    return;
-                }
-                if now < *started + self.plan.node_timeout {
-                    return;
-                }
-                let late: Vec<usize> = (0..out.len()).filter(|&i| out[i]).collect();
-                let n = self.attempts();
-                self.expired
-                    .extend(late.iter().map(|&i| (Purpose::Attempt(n), i)));
-                for i in late {
-                    if let Phase::Attempt { out, .. } = &mut self.phase {
-                        out[i] = false;
-                    }
-                    self.attempt_answer(i, Err(NodeAnswer::Timeout), now);
-                }
-            }
-            Phase::Undo {
-                n, deadline, out, ..
-            } => {
-                if wait_over {
-                    self.time_out();
-                    return;
-                }
-                if now < *deadline {
-                    return;
-                }
-                let n = *n;
-                for (i, o) in out.iter_mut().enumerate() {
-                    if std::mem::take(o) {
-                        self.expired.push((Purpose::Undo(n), i));
-                        self.events.push_back(Event::Fault {
-                            node: i,
-                            answer: NodeAnswer::Timeout,
-                        });
-                    }
-                }
-                self.pause(now);
-            }
-            Phase::Pause { n, until, .. } => {
-                if now < *until {
-                    return;
-                }
-                let n = *n;
-                if now >= self.bounds.wait_until && self.bounds.wait_bounds_attempts {
-                    if n == 0 {
-                        let failure = behind_earlier(&self.plan.label, self.plan.wait_timeout);
-                        self.fail(failure, &[]);
-                        return;
-                    }
-                    self.time_out();
-                } else {
-                    self.send_attempt(n + 1, now);
-                }
-            }
-            Phase::Turn => {
-                if wait_over {
-                    let failure = behind_earlier(&self.plan.label, self.plan.wait_timeout);
-                    self.fail(failure, &[]);
-                }
-            }
-            Phase::Done => {}
         }
     }
 

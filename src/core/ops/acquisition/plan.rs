@@ -5,9 +5,10 @@
 use std::time::{Duration, Instant};
 
 use super::super::acquire::{self, LeaseTerms, ReadReply};
-use super::super::permits;
+use super::super::reply::Answer;
+use super::super::{permits, release};
 use crate::core::error::{LockError, NodeAnswer};
-use crate::core::model::{self, Answers, Permits};
+use crate::core::model::{self, line_keys, Answers, FairLease, Permits};
 use crate::core::scripts::Call;
 use crate::core::time::ms_of;
 
@@ -23,6 +24,20 @@ pub enum Take {
         writer: String,
         mark_ms: u64,
     },
+    /// A fair lock's key, taken at the head of its line in Redis; `fence`:
+    /// its fence counter (with fencing); `place_ms`: how long a place lasts
+    /// unless the next attempt renews it (0: one attempt, no place).
+    Fair {
+        fence: Option<String>,
+        place_ms: u64,
+    },
+    /// A semaphore's or read-write lock's permits, taken in line: only when
+    /// they fit beside those of every earlier waiter.
+    FairPermits { permits: Permits, place_ms: u64 },
+    /// A semaphore's permits on several nodes (Redlock) as numbered slots:
+    /// the member naming the slots a quorum granted becomes the holder's
+    /// token, and what other nodes granted is undone.
+    Slots { permits: Permits },
 }
 
 impl Take {
@@ -30,7 +45,19 @@ impl Take {
     pub fn permits(&self) -> Option<Permits> {
         match self {
             Take::Lock => None,
-            Take::Permits { permits, .. } => Some(*permits),
+            Take::Permits { permits, .. }
+            | Take::FairPermits { permits, .. }
+            | Take::Slots { permits } => Some(*permits),
+            Take::Fair { .. } => Some(model::fair_permits()),
+        }
+    }
+
+    /// How long a waiter's place in a fair line lasts unless renewed (0:
+    /// not in a fair line).
+    pub fn place_ms(&self) -> u64 {
+        match self {
+            Take::Fair { place_ms, .. } | Take::FairPermits { place_ms, .. } => *place_ms,
+            Take::Lock | Take::Permits { .. } | Take::Slots { .. } => 0,
         }
     }
 
@@ -44,12 +71,63 @@ impl Take {
         match self {
             Take::Lock => acquire::answer,
             Take::Permits { .. } => permits::attempt_answer,
+            Take::Fair { .. } => permits::fair_granted,
+            Take::FairPermits { .. } => permits::fair_permits_answer,
+            Take::Slots { .. } => permits::slots_answer,
         }
     }
 
-    /// Its attempt's call for `token`.
-    pub(super) fn call(&self, plan: &Plan, token: &str) -> Call<'static> {
+    /// Whether a node's reply to an attempt at a lock took it.
+    pub fn taken(reply: &Answer) -> bool {
+        acquire::answer(reply.clone()).0 == NodeAnswer::Ok
+    }
+
+    /// How a node's reply to an undo reads.
+    pub(super) fn undo_answer(&self, reply: Answer, keys: usize) -> NodeAnswer {
+        match self {
+            Take::Fair { .. } => permits::fair_released(reply),
+            Take::Slots { .. } => permits::slots_undone(reply),
+            _ => release::answer(reply, keys),
+        }
+    }
+
+    /// The undo of attempt `token` (a fair lock's hands on a key it took),
+    /// but the member `keep` (a Redlock semaphore's slots: the ones it won
+    /// with, when it won).
+    pub(super) fn undo_call(&self, plan: &Plan, token: &str, keep: &str) -> Call<'static> {
+        match self {
+            Take::Fair { .. } => {
+                permits::fair_release_call(&plan.keys[0], token, plan.channel, false)
+            }
+            Take::Slots { .. } => {
+                permits::slots_undo_call(&plan.keys[0], token, keep, plan.channel)
+            }
+            _ => release::call(&plan.keys, token, plan.channel),
+        }
+    }
+
+    /// Leaving a fair line for good, once an attempt took a place in it (a
+    /// fair lock's also hands on a key its attempt took); `None` for others.
+    pub(super) fn leave_call(&self, plan: &Plan, token: &str) -> Option<Call<'static>> {
+        match self {
+            Take::Fair { place_ms, .. } if *place_ms > 0 => Some(permits::fair_release_call(
+                &plan.keys[0],
+                token,
+                plan.channel,
+                true,
+            )),
+            Take::FairPermits { place_ms, .. } if *place_ms > 0 => {
+                Some(permits::leave_call(&plan.keys[0], token))
+            }
+            _ => None,
+        }
+    }
+
+    /// Attempt number `n`'s call for `token`; `first`: the slot a Redlock
+    /// semaphore's attempt tries first.
+    pub(super) fn call(&self, plan: &Plan, token: &str, n: u32, first: u32) -> Call<'static> {
         let ttl_ms = ms_of(plan.lease.ttl);
+        let line = || line_keys(&plan.keys[0]);
         match self {
             Take::Lock => acquire::call(&plan.script_keys, plan.keys.len(), token, ttl_ms),
             Take::Permits {
@@ -65,6 +143,31 @@ impl Take {
                     mark_ms: *mark_ms,
                 };
                 permits::call(&lease, *permits)
+            }
+            Take::Fair { fence, place_ms } => permits::fair_call(&FairLease {
+                key: &plan.keys[0],
+                line: &line(),
+                token,
+                ttl_ms,
+                place_ms: *place_ms,
+                // Stored with the place: a hand-off names the attempt it came after.
+                attempt: if *place_ms > 0 { u64::from(n) } else { 0 },
+                fence: fence.as_deref(),
+            }),
+            Take::FairPermits { permits, place_ms } => permits::fair_permits_call(
+                &FairLease {
+                    key: &plan.keys[0],
+                    line: &line(),
+                    token,
+                    ttl_ms,
+                    place_ms: *place_ms,
+                    attempt: 0,
+                    fence: None,
+                },
+                permits.limit,
+            ),
+            Take::Slots { permits } => {
+                permits::slots_call(&plan.keys[0], token, ttl_ms, *permits, first)
             }
         }
     }
@@ -93,7 +196,22 @@ pub struct Plan {
     /// The nodes publish the key's release notices (one key, a plain master
     /// among them): a contended acquisition asks to listen for them.
     pub notices: bool,
+    /// `waitReplicas` on one master: the driver sends each attempt on a
+    /// connection of its own and, once it took the lock, `WAIT`s there for
+    /// this many replicas, this long ([`Take::taken`] reads the reply).
+    pub wait_replicas: Option<(u32, Duration)>,
+    /// The prefix of the channels an undo announces a release on (empty:
+    /// none, as on a cluster, which would broadcast it to every node).
+    pub channel: &'static str,
     pub take: Take,
+}
+
+impl Plan {
+    /// Each node's bound on answering an attempt: the node timeout, and an
+    /// attempt that waits for replicas (`WAIT`) as long again as it may.
+    pub fn attempt_bound(&self) -> Duration {
+        self.node_timeout + self.wait_replicas.map_or(Duration::ZERO, |(_, wait)| wait)
+    }
 }
 
 /// Why a command goes to a node: attempt number `n`, or its undo.
@@ -101,6 +219,8 @@ pub struct Plan {
 pub enum Purpose {
     Attempt(u32),
     Undo(u32),
+    /// Leaving a fair line after attempt `n`, the acquisition over.
+    Leave(u32),
 }
 
 /// A command to send to one node. A driver that cannot reach the node (no
@@ -144,6 +264,14 @@ pub struct Won {
     pub record: Answers,
     /// The highest fence a node handed out (0 without fencing).
     pub fence: i64,
+}
+
+/// A fair lock's release handed its key to this waiter: after its attempt
+/// number `after` (0: unknown), with `fence` (none without fencing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Handoff {
+    pub after: u64,
+    pub fence: Option<i64>,
 }
 
 /// How an acquisition ended.

@@ -3,16 +3,18 @@
 
 use std::time::Instant;
 
+use rand::Rng;
+
 use super::decide::{self, Next};
 use super::failure::{attempt_failed, timed_out, wait_passed};
-use super::{Acquisition, Event, Outcome, Phase, Purpose, Transmit, Won};
+use super::{Acquisition, Event, Outcome, Phase, Purpose, Take, Transmit, Won};
 use crate::core::error::{LockError, NodeAnswer, NodeReport};
-use crate::core::keys::CHANNEL_PREFIX;
 use crate::core::model::Answers;
 use crate::core::ops::acquire::{self, Acquire};
 use crate::core::ops::gather::Progress;
-use crate::core::ops::release;
+use crate::core::ops::permits::{self, SlotReply};
 use crate::core::ops::reply::Answer;
+use crate::core::quorum::slots::slot_verdict;
 use crate::core::quorum::{self, Acquired, Tally};
 
 impl Acquisition {
@@ -36,7 +38,13 @@ impl Acquisition {
             // an earlier attempt that landed without a reply still counts as ours.
             self.token = self.plan.take.token();
         }
-        let call = self.plan.take.call(&self.plan, &self.token);
+        let slots = match self.plan.take.permits() {
+            Some(p) if matches!(self.plan.take, Take::Slots { .. }) => Some(p.limit.max(1)),
+            _ => None,
+        };
+        // Concurrent attempts start at different slots, so they rarely want the same ones.
+        let first = slots.map_or(0, |limit| self.rng.random_range(0..limit));
+        let call = self.plan.take.call(&self.plan, &self.token, n, first);
         for node in 0..nodes {
             self.transmits.push_back(Transmit {
                 node,
@@ -46,22 +54,41 @@ impl Acquisition {
         }
         let record = Answers::default();
         self.heard = self.listening;
+        let mut op =
+            Acquire::new(nodes, self.plan.lease, record.clone()).reading(self.plan.take.reader());
+        if slots.is_some() {
+            op = op.waiting_for_all();
+        }
         self.phase = Phase::Attempt {
             n,
             started: now,
-            op: Acquire::new(nodes, self.plan.lease, record.clone())
-                .reading(self.plan.take.reader()),
+            op,
             record,
             out: vec![true; nodes],
             sent: vec![false; nodes],
+            slots: if slots.is_some() {
+                vec![None; nodes]
+            } else {
+                Vec::new()
+            },
         };
     }
 
     pub(super) fn attempt_answer(&mut self, node: usize, reply: Answer, now: Instant) {
-        let Phase::Attempt { n, started, op, .. } = &mut self.phase else {
+        let Phase::Attempt {
+            n,
+            started,
+            op,
+            slots,
+            ..
+        } = &mut self.phase
+        else {
             return;
         };
         let (n, started) = (*n, *started);
+        if let Some(slot) = slots.get_mut(node) {
+            *slot = Some(permits::slots(reply.clone()));
+        }
         let validity_from = crate::core::broken::validity_start_at(started, now);
         let answers = match op.on_reply(node, reply, validity_from, now) {
             Progress::Waiting => return,
@@ -73,6 +100,27 @@ impl Acquisition {
             }
             Progress::Decided(answers) => answers,
         };
+        // A Redlock semaphore's: what counts is the member a quorum granted.
+        let (answers, member, stray) = match &self.phase {
+            Phase::Attempt { slots, .. } if !slots.is_empty() => {
+                let replies: Vec<SlotReply> = slots
+                    .iter()
+                    .map(|r| r.clone().unwrap_or(SlotReply::Failed(NodeAnswer::Timeout)))
+                    .collect();
+                let v = slot_verdict(&replies);
+                let elsewhere: Vec<bool> = (0..replies.len())
+                    .map(|i| match (&replies[i], &v.member) {
+                        // Held, or never sent: nothing written there.
+                        (SlotReply::Busy(_), _)
+                        | (SlotReply::Failed(NodeAnswer::Unreachable(_)), _) => false,
+                        (SlotReply::Granted(m), Some(won)) => m != won,
+                        _ => true,
+                    })
+                    .collect();
+                (v.answers, v.member, Some((v.stray, elsewhere)))
+            }
+            _ => (answers, None, None),
+        };
         for (i, a) in answers.iter().enumerate() {
             self.fault(i, a.clone());
         }
@@ -83,7 +131,9 @@ impl Acquisition {
             lease.min_validity,
         );
         if verdict == Acquired::Won {
-            let Phase::Attempt { op, record, .. } = std::mem::replace(&mut self.phase, Phase::Done)
+            let Phase::Attempt {
+                op, record, sent, ..
+            } = std::mem::replace(&mut self.phase, Phase::Done)
             else {
                 return;
             };
@@ -91,8 +141,19 @@ impl Acquisition {
                 .iter()
                 .filter(|a| matches!(a, NodeAnswer::Pending))
                 .count();
+            let token = match (&member, &stray) {
+                (Some(member), Some((_, elsewhere))) => {
+                    // What else this attempt wrote (other slots, a node that
+                    // did not answer in time) is not the holder's: freed now.
+                    let undo: Vec<bool> =
+                        (0..sent.len()).map(|i| sent[i] && elsewhere[i]).collect();
+                    self.queue_undo_but(n, &undo, member);
+                    member.clone()
+                }
+                _ => self.token.clone(),
+            };
             self.outcome = Some(Outcome::Won(Won {
-                token: self.token.clone(),
+                token,
                 attempts: n,
                 started,
                 answers,
@@ -101,6 +162,11 @@ impl Acquisition {
             }));
             self.won = Some((n, op, out));
             return;
+        }
+        if self.plan.take.place_ms() > 0 && matches!(answers.as_slice(), [NodeAnswer::Held { .. }])
+        {
+            // In a fair line: a hand-off after this attempt is ours.
+            self.in_line = Some((n, started));
         }
         let t = Tally::of(&answers);
         if t.held > 0 {
@@ -118,9 +184,15 @@ impl Acquisition {
         // A node that answered "held by another" provably wrote nothing, and
         // one the driver could not reach never got the command; any other may
         // hold our token.
+        // (A node that granted a Redlock semaphore other slots than the
+        // most granted ones answers as held, but wrote them.)
         let to_undo: Vec<bool> = answers
             .iter()
-            .map(|a| !matches!(a, NodeAnswer::Held { .. } | NodeAnswer::Unreachable(_)))
+            .enumerate()
+            .map(|(i, a)| {
+                let wrote = stray.as_ref().is_some_and(|(s, _)| s[i]);
+                wrote || !matches!(a, NodeAnswer::Held { .. } | NodeAnswer::Unreachable(_))
+            })
             .collect();
         match decide::next(
             verdict,
@@ -168,10 +240,16 @@ impl Acquisition {
     }
 
     pub(super) fn queue_undo(&mut self, n: u32, nodes: &[bool]) {
+        self.queue_undo_but(n, nodes, "");
+    }
+
+    /// The undo of attempt `n` on `nodes`, but the member `keep` (see
+    /// [`Take::undo_call`]).
+    fn queue_undo_but(&mut self, n: u32, nodes: &[bool], keep: &str) {
         if !nodes.iter().any(|&u| u) {
             return;
         }
-        let call = release::call(&self.plan.keys, &self.token, CHANNEL_PREFIX);
+        let call = self.plan.take.undo_call(&self.plan, &self.token, keep);
         for (node, _) in nodes.iter().enumerate().filter(|(_, &u)| u) {
             self.transmits.push_back(Transmit {
                 node,
@@ -212,8 +290,29 @@ impl Acquisition {
             Some(last) => timed_out(last, self.plan.wait_timeout),
             None => wait_passed(None, &self.plan.label, n, self.plan.wait_timeout),
         };
+        self.leave_line(n);
         self.outcome = Some(Outcome::Failed(failure));
         self.phase = Phase::Done;
+    }
+
+    /// Ending after attempt `n` without the lock: a place in a fair line is
+    /// given up (a fair lock's leave also hands on a key its attempt took,
+    /// so it stands for that attempt's undo). True when it was queued.
+    fn leave_line(&mut self, n: u32) -> bool {
+        let Some(call) = (n > 0)
+            .then(|| self.plan.take.leave_call(&self.plan, &self.token))
+            .flatten()
+        else {
+            return false;
+        };
+        for node in 0..self.plan.nodes.len() {
+            self.transmits.push_back(Transmit {
+                node,
+                purpose: Purpose::Leave(n),
+                call: call.clone(),
+            });
+        }
+        true
     }
 
     /// Ends with `failure`, owing the undo of an attempt in flight on every
@@ -230,83 +329,14 @@ impl Acquisition {
         let n = self.attempts();
         // What was not sent yet never will be.
         self.transmits.clear();
-        self.queue_undo(n, undo);
+        // In order behind the attempt on its connection, the undo first.
+        if !matches!(self.plan.take, Take::Fair { .. })
+            || self.plan.take.leave_call(&self.plan, &self.token).is_none()
+        {
+            self.queue_undo(n, undo);
+        }
+        self.leave_line(n);
         self.outcome = Some(Outcome::Failed(failure));
         self.phase = Phase::Done;
-    }
-}
-
-/// Waiting in the line of its client's callers for the key: its turn, the
-/// release notices it hears, the first in line woken instead of trying.
-impl Acquisition {
-    /// Whether it waits for its turn ([`in_turn`](Self::in_turn)).
-    pub fn waits_for_turn(&self) -> bool {
-        matches!(self.phase, Phase::Turn)
-    }
-
-    /// Its turn came at `now`: the first attempt goes out, or, `behind`
-    /// earlier callers that already wait in the key's line, it joins the line
-    /// behind them ([`Event::Listen`]) and pauses until a notice or its timer.
-    pub fn handle_turn(&mut self, behind: bool, now: Instant) {
-        if !matches!(self.phase, Phase::Turn) {
-            return;
-        }
-        if !behind {
-            self.send_attempt(1, now);
-            return;
-        }
-        let span = self.plan.retry_delay + self.jitter();
-        self.phase = Phase::Pause {
-            n: 0,
-            until: (now + span).min(self.bounds.wait_until),
-            span,
-        };
-        self.asked_to_listen = true;
-        self.events.push_back(Event::Listen);
-    }
-
-    /// The driver now hears release notices for the key: a wait after an
-    /// attempt sent from now on ends at the holder's release.
-    pub fn listening(&mut self) {
-        if self.listening {
-            return;
-        }
-        self.listening = true;
-        // Behind earlier callers with retries not counted: a release wakes
-        // the line, so the timer is only a bound for a holder that vanished.
-        let lengthen =
-            matches!(self.phase, Phase::Pause { n: 0, .. }) && self.plan.retry_count.is_none();
-        if lengthen {
-            let longer = self.plan.lease.ttl + self.jitter();
-            let wait_until = self.bounds.wait_until;
-            if let Phase::Pause { until, span, .. } = &mut self.phase {
-                let since = *until - *span;
-                *span = longer;
-                *until = (since + longer).min(wait_until);
-            }
-        }
-    }
-
-    /// Whether its pause may wait in the line of its client's callers for
-    /// the key (retries are not counted): a timer that fires
-    /// while earlier callers are ahead wakes the first of them instead
-    /// ([`handle_behind`](Self::handle_behind)).
-    pub fn waits_in_line(&self) -> bool {
-        self.plan.retry_count.is_none() && matches!(self.phase, Phase::Pause { .. })
-    }
-
-    /// Its pause ended at `now` while earlier callers of its client were
-    /// ahead of it in line (the driver woke the first of them instead): it
-    /// pauses as long again, within the wait.
-    pub fn handle_behind(&mut self, now: Instant) {
-        if self.bounds.wait_bounds_attempts && now >= self.bounds.wait_until {
-            self.handle_timeout(now);
-            return;
-        }
-        if let Phase::Pause { until, span, .. } = &mut self.phase {
-            if now >= *until {
-                *until = (now + *span).min(self.bounds.wait_until);
-            }
-        }
     }
 }

@@ -7,11 +7,11 @@ use crate::core::error::ErrorCode;
 use crate::core::ops::acquire::LeaseTerms;
 use crate::core::ops::Reply as R;
 
-fn ms(n: u64) -> Duration {
+pub(super) fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-fn plan(nodes: usize, wait_ms: u64, retry_count: Option<u32>, fencing: bool) -> Plan {
+pub(super) fn plan(nodes: usize, wait_ms: u64, retry_count: Option<u32>, fencing: bool) -> Plan {
     Plan {
         nodes: (0..nodes)
             .map(|i| format!("127.0.0.1:{}", 7000 + i))
@@ -35,6 +35,8 @@ fn plan(nodes: usize, wait_ms: u64, retry_count: Option<u32>, fencing: bool) -> 
         retry_count,
         wait_timeout: ms(wait_ms),
         notices: true,
+        channel: crate::core::keys::CHANNEL_PREFIX,
+        wait_replicas: None,
         take: Take::Lock,
     }
 }
@@ -52,28 +54,28 @@ fn writer_plan(nodes: usize) -> Plan {
     }
 }
 
-fn granted(fence: i64) -> Answer {
+pub(super) fn granted(fence: i64) -> Answer {
     Ok(R::Array(vec![R::Int(1), R::Int(fence)]))
 }
 
-fn held(pttl: i64) -> Answer {
+pub(super) fn held(pttl: i64) -> Answer {
     Ok(R::Array(vec![R::Int(0), R::Int(pttl)]))
 }
 
-fn released() -> Answer {
+pub(super) fn released() -> Answer {
     Ok(R::Int(1))
 }
 
 /// Every command it has to send now.
-fn drain(a: &mut Acquisition) -> Vec<Transmit> {
+pub(super) fn drain(a: &mut Acquisition) -> Vec<Transmit> {
     std::iter::from_fn(|| a.poll_transmit()).collect()
 }
 
-fn events(a: &mut Acquisition) -> Vec<Event> {
+pub(super) fn events(a: &mut Acquisition) -> Vec<Event> {
     std::iter::from_fn(|| a.poll_event()).collect()
 }
 
-fn won(a: &mut Acquisition) -> Won {
+pub(super) fn won(a: &mut Acquisition) -> Won {
     match a.outcome() {
         Some(Outcome::Won(w)) => w,
         Some(Outcome::Failed(e)) => panic!("failed: {e}"),
@@ -81,7 +83,7 @@ fn won(a: &mut Acquisition) -> Won {
     }
 }
 
-fn failed(a: &mut Acquisition) -> LockError {
+pub(super) fn failed(a: &mut Acquisition) -> LockError {
     match a.outcome() {
         Some(Outcome::Failed(e)) => e,
         Some(Outcome::Won(_)) => panic!("won"),
@@ -297,7 +299,9 @@ fn an_outage_is_waited_out_and_the_lock_taken_after_it() {
                     assert_eq!(m, n);
                     a.handle_reply(0, t.purpose, down(), now);
                 }
-                Purpose::Undo(_) => panic!("an unreachable node got no command: nothing to undo"),
+                Purpose::Undo(_) | Purpose::Leave(_) => {
+                    panic!("an unreachable node got no command: nothing to undo")
+                }
             }
         }
         assert!(!a.is_done(), "an outage is retried within the wait");
