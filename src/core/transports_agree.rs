@@ -298,8 +298,7 @@ fn attempt(
     now: Duration,
 ) -> (Vec<Progress>, acquire::Acquire) {
     let t0 = Instant::now();
-    let record = Answers::default();
-    let mut op = acquire::Acquire::new(3, lease(fencing), record);
+    let mut op = acquire::Acquire::new(3, lease(fencing));
     let progress = replies
         .iter()
         .map(|(i, bytes)| op.on_reply(*i, fast(bytes), t0, t0 + now))
@@ -320,6 +319,7 @@ fn an_acquire_attempt_decides_at_quorum_and_records_the_late_node() {
         &progress[2],
         Progress::Late {
             node: 1,
+            answer: NodeAnswer::ErrorReply(_),
             fault: Some(_),
             all_in: true
         }
@@ -398,26 +398,25 @@ fn release_error_and_unexpected_replies() {
 }
 
 #[test]
-fn a_release_decides_at_quorum_and_records_late_answers() {
-    let record = Answers::default();
-    let mut op = release::Release::new(3, 1, record.clone());
+fn a_release_decides_at_quorum_and_returns_late_answers() {
+    let mut op = release::Release::new(3, 1);
     assert_eq!(op.on_reply(0, fast(b":1\r\n")), Progress::Waiting);
     let decided = op.on_reply(2, fast(b":1\r\n"));
     assert_eq!(
         decided,
         Progress::Decided(vec![NodeAnswer::Ok, NodeAnswer::Pending, NodeAnswer::Ok])
     );
-    assert_eq!(record.get()[1], NodeAnswer::Pending);
     let late = op.on_reply(1, fast(b":0\r\n"));
     assert_eq!(
         late,
         Progress::Late {
             node: 1,
+            answer: NodeAnswer::NotHeld,
             fault: None,
             all_in: true
-        }
+        },
+        "for the driver to record"
     );
-    assert_eq!(record.get()[1], NodeAnswer::NotHeld, "recorded late");
 }
 
 #[test]
@@ -439,7 +438,7 @@ fn release_verdicts() {
 
 #[test]
 fn a_release_without_quorum_waits_for_every_node() {
-    let mut op = release::Release::new(3, 1, Answers::default());
+    let mut op = release::Release::new(3, 1);
     assert_eq!(op.on_reply(0, Err(NodeAnswer::Timeout)), Progress::Waiting);
     assert_eq!(op.on_reply(1, fast(b":0\r\n")), Progress::Waiting);
     assert!(matches!(
@@ -502,8 +501,7 @@ fn extend_verdict_lost_and_no_quorum() {
 
 #[test]
 fn an_extension_decides_at_quorum() {
-    let record = Answers::default();
-    let mut op = extend::Extend::new(3, record.clone());
+    let mut op = extend::Extend::new(3);
     assert_eq!(op.on_reply(1, fast(b":1\r\n")), Progress::Waiting);
     assert!(matches!(
         op.on_reply(0, fast(b":1\r\n")),
@@ -514,11 +512,11 @@ fn an_extension_decides_at_quorum() {
         late,
         Progress::Late {
             node: 2,
+            answer: NodeAnswer::Timeout,
             fault: Some(NodeAnswer::Timeout),
             all_in: true
         }
     );
-    assert_eq!(record.get()[2], NodeAnswer::Timeout);
 }
 
 // Renew.
@@ -617,10 +615,7 @@ fn a_batch_is_cut_into_whole_locks_of_bounded_keys() {
 #[test]
 fn gather_ignores_a_node_it_does_not_know() {
     let mut g: Gather<()> = Gather::new(1);
-    assert_eq!(
-        g.offer(5, NodeAnswer::Ok, (), None, |_| true),
-        Progress::Waiting
-    );
+    assert_eq!(g.offer(5, NodeAnswer::Ok, (), |_| true), Progress::Waiting);
     assert!(!g.is_decided());
 }
 
@@ -628,14 +623,15 @@ fn gather_ignores_a_node_it_does_not_know() {
 fn gather_decides_once_then_only_records_late() {
     let mut g: Gather<()> = Gather::new(2);
     assert!(matches!(
-        g.offer(0, NodeAnswer::Ok, (), None, |_| true),
+        g.offer(0, NodeAnswer::Ok, (), |_| true),
         Progress::Decided(_)
     ));
     assert!(g.is_decided());
     assert_eq!(
-        g.offer(1, NodeAnswer::Ok, (), None, |_| true),
+        g.offer(1, NodeAnswer::Ok, (), |_| true),
         Progress::Late {
             node: 1,
+            answer: NodeAnswer::Ok,
             fault: None,
             all_in: true
         }
@@ -647,10 +643,10 @@ fn gather_decides_once_then_only_records_late() {
 fn gather_at_quorum_counts_every_node() {
     let mut g: Gather<()> = Gather::new(5);
     for i in 0..2 {
-        g.offer(i, NodeAnswer::Ok, (), None, |_| false);
+        g.offer(i, NodeAnswer::Ok, (), |_| false);
     }
     assert!(!g.at_quorum());
-    g.offer(2, NodeAnswer::Ok, (), None, |_| false);
+    g.offer(2, NodeAnswer::Ok, (), |_| false);
     assert!(g.at_quorum());
     assert_eq!(g.tally().nodes, 5);
 }
@@ -790,8 +786,8 @@ fn every_script_has_its_own_bit() {
 #[test]
 fn gather_keeps_what_else_each_node_returned() {
     let mut g: Gather<i64> = Gather::new(3);
-    g.offer(2, NodeAnswer::Ok, 7, None, |_| false);
-    g.offer(0, NodeAnswer::Ok, 3, None, |_| false);
+    g.offer(2, NodeAnswer::Ok, 7, |_| false);
+    g.offer(0, NodeAnswer::Ok, 3, |_| false);
     let mut extras: Vec<i64> = g.extras().copied().collect();
     extras.sort_unstable();
     assert_eq!(extras, [3, 7]);
@@ -802,18 +798,23 @@ fn gather_keeps_what_else_each_node_returned() {
 }
 
 #[test]
-fn a_decided_gather_starts_its_operation_in_the_record() {
+fn late_answers_fill_in_their_own_operation_of_a_lock_only() {
     let record = Answers::default();
     record.start(vec![NodeAnswer::Timeout; 2]);
     let mut g: Gather<()> = Gather::new(2);
-    g.offer(0, NodeAnswer::Ok, (), Some(&record), |_| true);
+    let Progress::Decided(answers) = g.offer(0, NodeAnswer::Ok, (), |_| true) else {
+        panic!("decided");
+    };
+    let late = record.begin(answers);
     assert_eq!(record.get(), [NodeAnswer::Ok, NodeAnswer::Pending]);
-    g.offer(1, NodeAnswer::NotHeld, (), Some(&record), |_| true);
+    let Progress::Late { node, answer, .. } = g.offer(1, NodeAnswer::NotHeld, (), |_| true) else {
+        panic!("late");
+    };
+    late.put(node, answer);
     assert_eq!(record.get(), [NodeAnswer::Ok, NodeAnswer::NotHeld]);
     // A later operation's record is not touched by an older one's late answer.
-    let mut old: Gather<()> = Gather::new(2);
-    old.offer(0, NodeAnswer::Ok, (), Some(&record), |_| true);
+    let older = record.begin(vec![NodeAnswer::Ok, NodeAnswer::Pending]);
     record.start(vec![NodeAnswer::Timeout; 2]);
-    old.offer(1, NodeAnswer::Ok, (), Some(&record), |_| true);
+    older.put(1, NodeAnswer::Ok);
     assert_eq!(record.get(), [NodeAnswer::Timeout, NodeAnswer::Timeout]);
 }

@@ -21,7 +21,7 @@ use super::queue::{queue_up, Queued};
 use super::register::register;
 use crate::core::error::{NodeAnswer, Result};
 use crate::core::lock::Lock;
-use crate::core::model::Request;
+use crate::core::model::{LateAnswers, Request};
 use crate::core::node::Connection;
 use crate::core::ops::acquisition::{
     Acquisition, Cancel, Event, Handoff, Outcome, Plan, Purpose, Take, Transmit,
@@ -86,6 +86,8 @@ impl Driver {
                     Event::Fault { node, answer } => {
                         self.inner.report_fault(&self.inner.nodes[node], &answer)
                     }
+                    // (Only after the outcome: see late_answers.)
+                    Event::Late { .. } => {}
                     Event::Contended => {
                         self.inner.stats.contended.fetch_add(1, Ordering::Relaxed);
                     }
@@ -291,15 +293,16 @@ impl Driver {
         let replicas = self
             .replicas
             .and_then(|(n, acked)| acked.filter(|_| n == won.attempts));
+        let (lock, late) = register(&inner, keys, won, &request, replicas);
         if !self.acq.all_answered() {
-            self.late_answers();
+            self.late_answers(late);
         }
-        register(&inner, keys, won, &request, replicas)
+        lock
     }
 
-    /// The nodes still out after a won attempt answer into its record, in
-    /// the background (`settled()` and `close()` wait for them).
-    fn late_answers(self) {
+    /// The nodes still out after a won attempt answer into its lock's
+    /// record, in the background (`settled()` and `close()` wait for them).
+    fn late_answers(self, late: LateAnswers) {
         let Driver {
             inner,
             mut acq,
@@ -312,8 +315,12 @@ impl Driver {
             while let Some((node, purpose, answer, _)) = rx.recv().await {
                 acq.handle_reply(node, purpose, answer, Instant::now());
                 for event in std::iter::from_fn(|| acq.poll_event()) {
-                    if let Event::Fault { node, answer } = event {
-                        reporter.report_fault(&reporter.nodes[node], &answer);
+                    match event {
+                        Event::Fault { node, answer } => {
+                            reporter.report_fault(&reporter.nodes[node], &answer)
+                        }
+                        Event::Late { node, answer } => late.put(node, answer),
+                        _ => {}
                     }
                 }
                 if acq.all_answered() {

@@ -10,7 +10,7 @@ use crate::core::config::AcquireSpec;
 use crate::core::error::Result;
 use crate::core::lock::Lock;
 use crate::core::lock_state::{LockState, NewLock};
-use crate::core::model::{LockKind, Request};
+use crate::core::model::{Answers, LateAnswers, LockKind, Request};
 use crate::core::ops::acquisition::Won as MachineWon;
 use crate::core::shared::Inner;
 use crate::core::time::later;
@@ -19,6 +19,8 @@ impl Inner {
     /// Registers `won`, an attempt at `keys` with `spec`, as a held lock of
     /// `kind`, renewed by the watchdog (which this starts, so it runs within
     /// the runtime); `replicas`: how many acknowledged it (`waitReplicas`).
+    /// Its nodes still out answer into the lock's record through the
+    /// [`LateAnswers`] returned.
     fn register(
         self: &Arc<Self>,
         keys: Vec<String>,
@@ -26,7 +28,9 @@ impl Inner {
         won: MachineWon,
         spec: &AcquireSpec,
         replicas: Option<u32>,
-    ) -> Lock {
+    ) -> (Lock, LateAnswers) {
+        let record = Answers::default();
+        let late = record.begin(won.answers);
         let started = broken::validity_start(won.started);
         let drift = self.cfg.drift_for(spec.ttl);
         let state = Arc::new(LockState::new(NewLock {
@@ -45,14 +49,14 @@ impl Inner {
             // (permits), which has none rather than a misleading 0.
             fence: Some(won.fence).filter(|&f| self.cfg.fencing && f > 0),
             wait_replicas: spec.wait_replicas,
-            answers: won.record,
+            answers: record,
         }));
         state.set_replicas(replicas);
         self.stats.acquired.fetch_add(1, Ordering::Relaxed);
         self.stats.held.fetch_add(1, Ordering::Relaxed);
         self.watchdog.start(self);
         self.watchdog.watch(state.clone());
-        Lock::new(state, self.clone())
+        (Lock::new(state, self.clone()), late)
     }
 
     /// `lock`, just registered, or `ERR_LOCK_CLOSED` when `close()` ran while
@@ -71,15 +75,16 @@ impl Inner {
 
 /// A won attempt becomes a held lock of `request` on `keys` (none if the
 /// client was closed meanwhile: it is given back); `replicas`: how many
-/// acknowledged it (`waitReplicas`).
+/// acknowledged it (`waitReplicas`). The late answers of its nodes still
+/// out go to the lock's record through the [`LateAnswers`].
 pub(crate) fn register(
     inner: &Arc<Inner>,
     keys: Vec<String>,
     won: MachineWon,
     request: &Request,
     replicas: Option<u32>,
-) -> Result<Lock> {
+) -> (Result<Lock>, LateAnswers) {
     let kind = LockKind::of(request.permits);
-    let lock = inner.register(keys, kind, won, &request.spec, replicas);
-    inner.unless_closed(lock)
+    let (lock, late) = inner.register(keys, kind, won, &request.spec, replicas);
+    (inner.unless_closed(lock), late)
 }

@@ -22,6 +22,7 @@ use crate::core::acquire::{
 use crate::core::client::Client;
 use crate::core::error::LockError;
 use crate::core::lock::Lock;
+use crate::core::model::LateAnswers;
 use crate::core::ops::acquisition::{Acquisition, Cancel, Event, Outcome, Purpose};
 use crate::core::shared::{Inner, Running};
 use crate::core::waiters::Waker;
@@ -59,6 +60,7 @@ pub fn fast_acquire(
         waker: None,
         faulted: false,
         running: None,
+        late: None,
         packed: None,
     };
     // Earlier callers of this key may not have had their turn yet.
@@ -102,6 +104,8 @@ pub struct FastAcquire {
     faulted: bool,
     /// A won attempt's nodes still out count as the client's background work.
     running: Option<Running>,
+    /// Where those nodes' answers go: the won lock's record.
+    late: Option<LateAnswers>,
     /// The last command packed for the wire, shared by every node it goes to.
     packed: Option<(Purpose, Packed)>,
 }
@@ -279,6 +283,11 @@ impl FastAcquire {
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
                 Event::Listen => listen = true,
+                Event::Late { node, answer } => {
+                    if let Some(late) = &self.late {
+                        late.put(node, answer);
+                    }
+                }
                 Event::Answered => {
                     if let Some(arrival) = self.request.as_ref().and_then(|r| r.arrival.as_ref()) {
                         arrival.answered();
@@ -307,7 +316,9 @@ impl FastAcquire {
                     self.running = Some(self.inner.track());
                 }
                 let keys = self.acq.plan().keys.clone();
-                match register(&self.inner, keys, won, &request, None) {
+                let (lock, late) = register(&self.inner, keys, won, &request, None);
+                self.late = Some(late);
+                match lock {
                     Ok(lock) => Step::Won(lock),
                     Err(e) => Step::Failed(e),
                 }

@@ -40,8 +40,8 @@ pub fn fast_extend(lock: &Lock, ttl: Duration, now: Instant) -> Option<FastExten
     state.next_generation();
     let packed = packed(&ops::extend::call(&state.keys, &state.token, ms_of(ttl)));
     Some(FastExtend {
-        op: ops::extend::Extend::new(inner.nodes.len(), state.answers.clone()),
-        late: Late::new(inner.clone()),
+        op: ops::extend::Extend::new(inner.nodes.len()),
+        late: Late::new(inner.clone(), state.answers.clone()),
         inner: inner.clone(),
         state: state.clone(),
         ttl,

@@ -20,6 +20,7 @@ use redis::ConnectionInfo;
 use crate::core::broken::{self, Broken};
 use crate::core::client::Client;
 use crate::core::error::NodeAnswer;
+use crate::core::model::{Answers, LateAnswers};
 use crate::core::ops::Progress;
 use crate::core::scripts::Call;
 use crate::core::shared::{Inner, Running};
@@ -57,13 +58,18 @@ fn packed(call: &Call<'_>) -> Packed {
 struct Late {
     inner: Arc<Inner>,
     running: Option<Running>,
+    /// The lock's record of answers, and once decided where late ones go.
+    record: Answers,
+    late: Option<LateAnswers>,
 }
 
 impl Late {
-    fn new(inner: Arc<Inner>) -> Late {
+    fn new(inner: Arc<Inner>, record: Answers) -> Late {
         Late {
             inner,
             running: None,
+            record,
+            late: None,
         }
     }
 
@@ -74,13 +80,18 @@ impl Late {
                 if answers.iter().any(|a| matches!(a, NodeAnswer::Pending)) {
                     self.running = Some(self.inner.track());
                 }
+                self.late = Some(self.record.begin(answers.clone()));
                 Some(answers)
             }
             Progress::Late {
                 node,
+                answer,
                 fault,
                 all_in,
             } => {
+                if let Some(late) = &self.late {
+                    late.put(node, answer);
+                }
                 if let Some(fault) = fault {
                     self.inner.report_fault(&self.inner.nodes[node], &fault);
                 }

@@ -31,8 +31,8 @@ pub fn fast_release(lock: &Lock) -> std::result::Result<FastRelease, bool> {
     }
     let call = ops::release::call_for(state.kind, &state.keys, &state.token, CHANNEL_PREFIX);
     Ok(FastRelease {
-        op: ops::release::Release::new(inner.nodes.len(), state.keys.len(), state.answers.clone()),
-        late: Late::new(inner.clone()),
+        op: ops::release::Release::new(inner.nodes.len(), state.keys.len()),
+        late: Late::new(inner.clone(), state.answers.clone()),
         inner: inner.clone(),
         state: state.clone(),
         packed: packed(&call),

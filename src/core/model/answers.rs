@@ -40,6 +40,30 @@ impl Answers {
     pub fn get(&self) -> Vec<NodeAnswer> {
         sync::lock(&self.0).1.clone()
     }
+
+    /// Records a new operation's answers so far, and where the answers of
+    /// its nodes still out go.
+    pub fn begin(&self, answers: Vec<NodeAnswer>) -> LateAnswers {
+        LateAnswers {
+            op: self.start(answers),
+            record: self.clone(),
+        }
+    }
+}
+
+/// Where the answers of one operation's nodes that answer after its outcome
+/// go: its lock's record, while no later operation of the lock started.
+#[derive(Clone)]
+pub struct LateAnswers {
+    record: Answers,
+    op: u64,
+}
+
+impl LateAnswers {
+    /// Node `i` answered `answer` late.
+    pub fn put(&self, i: usize, answer: NodeAnswer) {
+        self.record.late(self.op, i, answer);
+    }
 }
 
 #[cfg(test)]

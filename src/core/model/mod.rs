@@ -11,7 +11,7 @@ mod kind;
 mod lease;
 mod request;
 
-pub use answers::Answers;
+pub use answers::{Answers, LateAnswers};
 pub use kind::{
     check_permits, fair, fair_permits, rw_permits, token, Kind, LockKind, Permits, MAX_LIMIT,
     READERS,

@@ -7,7 +7,7 @@ use futures_util::future::BoxFuture;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use crate::core::error::NodeAnswer;
-use crate::core::model::Answers;
+use crate::core::model::{Answers, LateAnswers};
 use crate::core::ops::gather::{Gather, Progress};
 
 /// One node's call: its answer and what else the operation reads from it.
@@ -22,6 +22,8 @@ pub struct Collect<T> {
     rest: FuturesUnordered<Out<T>>,
     /// Where the answers are kept, late ones included.
     record: Option<Answers>,
+    /// Once decided: where its late answers go.
+    late: Option<LateAnswers>,
 }
 
 impl<T: Send + 'static> Collect<T> {
@@ -37,6 +39,7 @@ impl<T: Send + 'static> Collect<T> {
             gather,
             rest,
             record,
+            late: None,
         }
     }
 
@@ -46,10 +49,9 @@ impl<T: Send + 'static> Collect<T> {
         while let Some((i, (answer, extra))) = self.rest.next().await {
             let progress = self
                 .gather
-                .offer(i, answer, extra, self.record.as_ref(), |g| {
-                    g.all_in() || decided(g)
-                });
+                .offer(i, answer, extra, |g| g.all_in() || decided(g));
             if let Progress::Decided(answers) = progress {
+                self.late = self.record.as_ref().map(|r| r.begin(answers.clone()));
                 return answers;
             }
         }
@@ -70,13 +72,16 @@ impl<T: Send + 'static> Collect<T> {
     /// hears each late fault (the caller's `'error'` event).
     pub async fn finish(mut self, fault: impl Fn(usize, &NodeAnswer)) {
         while let Some((i, (answer, extra))) = self.rest.next().await {
-            let record = self.record.as_ref();
             if let Progress::Late {
-                fault: Some(answer),
-                ..
-            } = self.gather.offer(i, answer, extra, record, |_| true)
+                answer, fault: f, ..
+            } = self.gather.offer(i, answer, extra, |_| true)
             {
-                fault(i, &answer);
+                if let Some(late) = &self.late {
+                    late.put(i, answer);
+                }
+                if let Some(f) = f {
+                    fault(i, &f);
+                }
             }
         }
     }

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use super::gather::{Gather, Progress};
 use super::reply::{unexpected, Answer};
 use crate::core::error::NodeAnswer;
-use crate::core::model::Answers;
 use crate::core::quorum::{self, Acquired, Tally};
 use crate::core::scripts::{self, Call};
 
@@ -79,19 +78,16 @@ pub type ReadReply = fn(Answer) -> (NodeAnswer, i64);
 pub struct Acquire {
     gather: Gather<i64>,
     lease: LeaseTerms,
-    record: Answers,
     read: ReadReply,
     /// Decided only once every node answered.
     all: bool,
 }
 
 impl Acquire {
-    /// `record`: where the attempt's answers are kept (a won lock's record).
-    pub fn new(nodes: usize, lease: LeaseTerms, record: Answers) -> Acquire {
+    pub fn new(nodes: usize, lease: LeaseTerms) -> Acquire {
         Acquire {
             gather: Gather::new(nodes),
             lease,
-            record,
             read: answer,
             all: false,
         }
@@ -121,16 +117,15 @@ impl Acquire {
         let (answer, fence) = (self.read)(reply);
         let lease = self.lease;
         let all = self.all;
-        self.gather
-            .offer(i, answer, fence, Some(&self.record), |g| {
-                decided(
-                    &g.tally(),
-                    g.all_in(),
-                    lease.fencing || all,
-                    lease.validity(started, now),
-                    lease.min_validity,
-                )
-            })
+        self.gather.offer(i, answer, fence, |g| {
+            decided(
+                &g.tally(),
+                g.all_in(),
+                lease.fencing || all,
+                lease.validity(started, now),
+                lease.min_validity,
+            )
+        })
     }
 
     /// The highest fence value a node granted (0 without fencing).

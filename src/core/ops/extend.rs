@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 use super::gather::{Gather, Progress};
 use super::reply::{counted, Answer};
 use crate::core::error::NodeAnswer;
-use crate::core::model::Answers;
 use crate::core::quorum::{self, Renewed, Tally};
 use crate::core::scripts::{self, Call};
 use crate::core::time::later;
@@ -44,23 +43,19 @@ pub fn verdict(
 /// An extension on every node, its answers so far.
 pub struct Extend {
     gather: Gather<()>,
-    record: Answers,
 }
 
 impl Extend {
-    /// `record`: the lock's record of answers, which gets this operation's.
-    pub fn new(nodes: usize, record: Answers) -> Extend {
+    pub fn new(nodes: usize) -> Extend {
         Extend {
             gather: Gather::new(nodes),
-            record,
         }
     }
 
     /// Node `i`'s reply.
     pub fn on_reply(&mut self, i: usize, reply: Answer) -> Progress {
         let answer = answer(reply);
-        self.gather
-            .offer(i, answer, (), Some(&self.record), Gather::at_quorum)
+        self.gather.offer(i, answer, (), Gather::at_quorum)
     }
 
     /// Some node answered with a fault.

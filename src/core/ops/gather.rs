@@ -1,20 +1,19 @@
 //! The answers of one operation sent to every node, as they come in: the
-//! outcome is decided on the answers in (often at quorum), and the nodes
-//! still out are then recorded late in the lock's record of answers, for
-//! the driver to report their faults and to stop tracking the operation
-//! once the last one is in. Both drivers feed it: the JS thread's one reply
-//! at a time, tokio's through `node::collect`. The answers themselves are
-//! kept by [`Replies`].
+//! outcome is decided on the answers in (often at quorum), and the answers
+//! of the nodes still out then come back to the caller as late, for the
+//! driver to record with the lock ([`LateAnswers`](crate::core::model::LateAnswers)),
+//! to report their faults and to stop tracking the operation once the last
+//! one is in. It writes nothing but its own state. Both drivers feed it:
+//! the JS thread's one reply at a time, tokio's through `node::collect`.
+//! The answers themselves are kept by [`Replies`].
 
 use crate::core::error::NodeAnswer;
-use crate::core::model::Answers;
 use crate::core::quorum::{Replies, Tally};
 
 /// One operation's answers so far, and what else each node returned.
 pub struct Gather<T> {
     replies: Replies<T>,
-    /// Once decided: where late answers go (the record and its operation).
-    late: Option<Option<(Answers, u64)>>,
+    decided: bool,
 }
 
 /// What an answer did.
@@ -24,10 +23,12 @@ pub enum Progress {
     Waiting,
     /// Decided on these answers (one per node, `Pending` for those out).
     Decided(Vec<NodeAnswer>),
-    /// An answer after the outcome, recorded; `fault` is the node's fault to
-    /// report, `all_in` whether it was the last one out.
+    /// Node `node`'s answer after the outcome, for the caller to record;
+    /// `fault`: the same, when it is a fault to report; `all_in`: whether it
+    /// was the last one out.
     Late {
         node: usize,
+        answer: NodeAnswer,
         fault: Option<NodeAnswer>,
         all_in: bool,
     },
@@ -37,31 +38,28 @@ impl<T> Gather<T> {
     pub fn new(nodes: usize) -> Gather<T> {
         Gather {
             replies: Replies::new(nodes),
-            late: None,
+            decided: false,
         }
     }
 
     /// Node `i`'s answer; `decided` tells, from the answers in, whether the
-    /// outcome is decided now (`record`: where the answers are kept).
+    /// outcome is decided now.
     pub fn offer(
         &mut self,
         i: usize,
         answer: NodeAnswer,
         extra: T,
-        record: Option<&Answers>,
         decided: impl FnOnce(&Gather<T>) -> bool,
     ) -> Progress {
         if i >= self.replies.nodes() {
             return Progress::Waiting;
         }
-        if let Some(late) = &self.late {
-            if let Some((record, op)) = late {
-                record.late(*op, i, answer.clone());
-            }
+        if self.decided {
             let fault = answer.is_fault().then(|| answer.clone());
-            self.replies.put(i, answer, extra);
+            self.replies.put(i, answer.clone(), extra);
             return Progress::Late {
                 node: i,
+                answer,
                 fault,
                 all_in: self.all_in(),
             };
@@ -70,10 +68,8 @@ impl<T> Gather<T> {
         if !decided(self) {
             return Progress::Waiting;
         }
-        let answers = self.answers();
-        let op = record.map(|r| (r.clone(), r.start(answers.clone())));
-        self.late = Some(op);
-        Progress::Decided(answers)
+        self.decided = true;
+        Progress::Decided(self.answers())
     }
 
     /// Some node answered with a fault.
@@ -86,7 +82,7 @@ impl<T> Gather<T> {
     }
 
     pub fn is_decided(&self) -> bool {
-        self.late.is_some()
+        self.decided
     }
 
     /// The tally of the answers in, counting every node.

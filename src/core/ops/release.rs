@@ -4,7 +4,7 @@
 use super::gather::{Gather, Progress};
 use super::reply::{counted, Answer};
 use crate::core::error::NodeAnswer;
-use crate::core::model::{Answers, LockKind};
+use crate::core::model::LockKind;
 use crate::core::quorum::{self, Released, Tally};
 use crate::core::scripts::{self, Call};
 
@@ -47,24 +47,20 @@ pub fn verdict(answers: &[NodeAnswer]) -> Released {
 pub struct Release {
     gather: Gather<()>,
     keys: usize,
-    record: Answers,
 }
 
 impl Release {
-    /// `record`: the lock's record of answers, which gets this operation's.
-    pub fn new(nodes: usize, keys: usize, record: Answers) -> Release {
+    pub fn new(nodes: usize, keys: usize) -> Release {
         Release {
             gather: Gather::new(nodes),
             keys,
-            record,
         }
     }
 
     /// Node `i`'s reply.
     pub fn on_reply(&mut self, i: usize, reply: Answer) -> Progress {
         let answer = answer(reply, self.keys);
-        self.gather
-            .offer(i, answer, (), Some(&self.record), Gather::at_quorum)
+        self.gather.offer(i, answer, (), Gather::at_quorum)
     }
 
     /// Some node answered with a fault.

@@ -6,7 +6,6 @@ use std::time::Instant;
 
 use super::{Acquisition, Event, Handoff, Outcome, Phase, Take, Won};
 use crate::core::error::NodeAnswer;
-use crate::core::model::Answers;
 
 /// Waiting in the line of its client's callers for the key: its turn, the
 /// release notices it hears, the first in line woken instead of trying.
@@ -110,7 +109,6 @@ impl Acquisition {
                     token: self.token.clone(),
                     attempts: n,
                     started: since,
-                    record: Answers::of(answers.clone()),
                     answers,
                     fence: h.fence.unwrap_or(0),
                 }));

@@ -57,7 +57,6 @@ use super::acquire::Acquire;
 use super::permits::SlotReply;
 use super::reply::Answer;
 use crate::core::error::{LockError, NodeAnswer};
-use crate::core::model::Answers;
 use crate::core::time::ms_of;
 
 enum Phase {
@@ -70,7 +69,6 @@ enum Phase {
         n: u32,
         started: Instant,
         op: Acquire,
-        record: Answers,
         out: Vec<bool>,
         sent: Vec<bool>,
         /// A Redlock semaphore's attempt: each node's reply as it came.
@@ -112,7 +110,7 @@ pub struct Acquisition {
     heard: bool,
     asked_to_listen: bool,
     /// The won attempt, still taking the answers of the nodes that were out
-    /// when it was decided (they go to its record), and how many are.
+    /// when it was decided (they come back as [`Event::Late`]), and how many are.
     won: Option<(u32, Acquire, usize)>,
     /// The last attempt that found it waiting in a fair line, and when it
     /// was sent: a hand-off after it makes it the holder.
@@ -270,13 +268,18 @@ impl Acquisition {
                     return;
                 };
                 let validity_from = crate::core::broken::validity_start_at(now, now);
-                if let crate::core::ops::gather::Progress::Late { node, fault, .. } =
-                    op.on_reply(node, reply, validity_from, now)
+                if let crate::core::ops::gather::Progress::Late {
+                    node,
+                    answer,
+                    fault,
+                    ..
+                } = op.on_reply(node, reply, validity_from, now)
                 {
                     *out = out.saturating_sub(1);
                     if let Some(answer) = fault {
                         self.events.push_back(Event::Fault { node, answer });
                     }
+                    self.events.push_back(Event::Late { node, answer });
                 }
             }
             _ => {

@@ -8,7 +8,7 @@ use super::super::acquire::{self, LeaseTerms, ReadReply};
 use super::super::reply::Answer;
 use super::super::{permits, release};
 use crate::core::error::{LockError, NodeAnswer};
-use crate::core::model::{self, line_keys, Answers, FairLease, Permits};
+use crate::core::model::{self, line_keys, FairLease, Permits};
 use crate::core::scripts::Call;
 use crate::core::time::ms_of;
 
@@ -239,6 +239,9 @@ pub struct Transmit {
 pub enum Event {
     /// A node failed to answer (an `'error'` event).
     Fault { node: usize, answer: NodeAnswer },
+    /// Node `node` answered the won attempt after the outcome: the held
+    /// lock's record of answers takes it.
+    Late { node: usize, answer: NodeAnswer },
     /// An attempt found the key held by another owner.
     Contended,
     /// A release notice ended a pause.
@@ -258,10 +261,9 @@ pub struct Won {
     pub attempts: u32,
     /// When the winning attempt was sent: its validity is counted from here.
     pub started: Instant,
-    /// Each node's answer to it (`Pending` for those still out).
+    /// Each node's answer to it (`Pending` for those still out: their
+    /// answers come later as [`Event::Late`]).
     pub answers: Vec<NodeAnswer>,
-    /// The same, filled in by the nodes that answer after the outcome.
-    pub record: Answers,
     /// The highest fence a node handed out (0 without fencing).
     pub fence: i64,
 }

@@ -9,7 +9,6 @@ use super::decide::{self, Next};
 use super::failure::{attempt_failed, timed_out, wait_passed};
 use super::{Acquisition, Event, Outcome, Phase, Purpose, Take, Transmit, Won};
 use crate::core::error::{LockError, NodeAnswer, NodeReport};
-use crate::core::model::Answers;
 use crate::core::ops::acquire::{self, Acquire};
 use crate::core::ops::gather::Progress;
 use crate::core::ops::permits::{self, SlotReply};
@@ -52,10 +51,8 @@ impl Acquisition {
                 call: call.clone(),
             });
         }
-        let record = Answers::default();
         self.heard = self.listening;
-        let mut op =
-            Acquire::new(nodes, self.plan.lease, record.clone()).reading(self.plan.take.reader());
+        let mut op = Acquire::new(nodes, self.plan.lease).reading(self.plan.take.reader());
         if slots.is_some() {
             op = op.waiting_for_all();
         }
@@ -63,7 +60,6 @@ impl Acquisition {
             n,
             started: now,
             op,
-            record,
             out: vec![true; nodes],
             sent: vec![false; nodes],
             slots: if slots.is_some() {
@@ -131,9 +127,7 @@ impl Acquisition {
             lease.min_validity,
         );
         if verdict == Acquired::Won {
-            let Phase::Attempt {
-                op, record, sent, ..
-            } = std::mem::replace(&mut self.phase, Phase::Done)
+            let Phase::Attempt { op, sent, .. } = std::mem::replace(&mut self.phase, Phase::Done)
             else {
                 return;
             };
@@ -157,7 +151,6 @@ impl Acquisition {
                 attempts: n,
                 started,
                 answers,
-                record,
                 fence: op.fence(),
             }));
             self.won = Some((n, op, out));

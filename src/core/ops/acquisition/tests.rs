@@ -153,10 +153,16 @@ fn redlock_wins_at_quorum_and_a_late_fault_is_still_reported() {
     );
     assert_eq!(
         events(&mut a),
-        vec![Event::Fault {
-            node: 1,
-            answer: NodeAnswer::Timeout
-        }]
+        vec![
+            Event::Fault {
+                node: 1,
+                answer: NodeAnswer::Timeout
+            },
+            Event::Late {
+                node: 1,
+                answer: NodeAnswer::Timeout
+            }
+        ]
     );
 }
 
@@ -636,7 +642,7 @@ fn the_wait_counts_from_when_the_caller_began() {
 }
 
 #[test]
-fn a_won_attempts_late_answers_reach_its_record() {
+fn a_won_attempts_late_answers_come_back_for_its_lock_s_record() {
     let t0 = Instant::now();
     let mut a = Acquisition::new(plan(3, 10_000, None, false), "tok".into(), 1, t0);
     drain(&mut a);
@@ -644,11 +650,15 @@ fn a_won_attempts_late_answers_reach_its_record() {
     a.handle_reply(1, Purpose::Attempt(1), granted(0), t0 + ms(2));
     let w = won(&mut a);
     assert!(!a.all_answered(), "node 2 is still out");
-    a.handle_reply(2, Purpose::Attempt(1), granted(0), t0 + ms(3));
+    assert_eq!(w.answers[2], NodeAnswer::Pending);
+    a.handle_reply(2, Purpose::Attempt(1), held(40), t0 + ms(3));
     assert!(a.all_answered());
     assert_eq!(
-        w.record.get(),
-        vec![NodeAnswer::Ok, NodeAnswer::Ok, NodeAnswer::Ok]
+        events(&mut a),
+        [Event::Late {
+            node: 2,
+            answer: NodeAnswer::Held { pttl_ms: Some(40) }
+        }]
     );
     assert!(events(&mut a).is_empty());
 }
