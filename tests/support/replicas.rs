@@ -15,7 +15,7 @@ pub fn with_replica() -> (RedisServer, RedisServer) {
 pub async fn linked(replica: &RedisServer) {
     eventually(ms(30_000), "the replica to sync", || async {
         replica
-            .info_field("replication", "master_link_status")
+            .try_info_field("replication", "master_link_status")
             .await
             .as_deref()
             == Some("up")

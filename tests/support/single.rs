@@ -278,9 +278,27 @@ impl RedisServer {
     /// One `field:value` line of `INFO <section>`.
     pub async fn info_field(&self, section: &str, field: &str) -> Option<String> {
         let info: String = self.query(redis::cmd("INFO").arg(section)).await;
-        info.lines()
-            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-            .map(|v| v.trim().to_string())
+        info_line(&info, field)
+    }
+
+    /// [`RedisServer::info_field`], `None` when the server does not answer
+    /// in time (a replica busy with its first sync on a loaded machine): for
+    /// a condition waited on with a deadline, which asks again.
+    pub async fn try_info_field(&self, section: &str, field: &str) -> Option<String> {
+        let client = redis::Client::open(self.url()).ok()?;
+        let asked = async {
+            let mut con = client.get_multiplexed_async_connection().await.ok()?;
+            let info: String = redis::cmd("INFO")
+                .arg(section)
+                .query_async(&mut con)
+                .await
+                .ok()?;
+            info_line(&info, field)
+        };
+        tokio::time::timeout(Duration::from_secs(5), asked)
+            .await
+            .ok()
+            .flatten()
     }
 
     /// CPU seconds the server has used (`used_cpu_sys` + `used_cpu_user`).
@@ -326,4 +344,11 @@ impl Drop for RedisServer {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// The value of `field` in an INFO reply.
+fn info_line(info: &str, field: &str) -> Option<String> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .map(|v| v.trim().to_string())
 }

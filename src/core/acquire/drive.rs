@@ -1,5 +1,5 @@
-//! The tokio driver of a plain lock's acquisition: it runs the acquisition
-//! machine (`ops::acquisition`) from its first attempt to its outcome and
+//! The tokio driver of an acquisition (any kind of lock): it runs the acquisition
+//! machine (`ops::acquisition`) from its turn to its outcome and
 //! decides nothing. It sends what the machine asks for on the nodes' shared
 //! connections, arms one timer at the instant the machine names, and hands
 //! it the replies, the release notices of the key's line, the caller's
@@ -17,15 +17,13 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::plan::plan_of;
-use super::queue::{queue_up, Queued};
+use super::queue::{behind_earlier_callers, queue_up, timer_fired, woke, Queued};
 use super::register::register;
 use crate::core::error::{NodeAnswer, Result};
 use crate::core::lock::Lock;
 use crate::core::model::{LateAnswers, Request};
 use crate::core::node::Connection;
-use crate::core::ops::acquisition::{
-    Acquisition, Cancel, Event, Handoff, Outcome, Plan, Purpose, Take, Transmit,
-};
+use crate::core::ops::acquisition::{Acquisition, Cancel, Event, Outcome, Purpose, Take, Transmit};
 use crate::core::ops::Answer;
 use crate::core::shared::Inner;
 
@@ -331,51 +329,6 @@ impl Driver {
     }
 }
 
-/// Whether `request`, its turn come, joins the key's line behind earlier
-/// callers of its client that already wait there, rather than try at once
-/// (a try just after a release would overtake them).
-pub(crate) fn behind_earlier_callers(inner: &Inner, plan: &Plan, request: &Request) -> bool {
-    let Some(arrival) = &request.arrival else {
-        return false;
-    };
-    let waits = plan.notices && plan.retry_count != Some(0) && !plan.wait_timeout.is_zero();
-    waits && inner.waiters.waiting_before(&plan.keys[0], arrival.seq())
-}
-
-/// The machine's timer, set for `at`, fired at `now`: when it waits in
-/// line behind an earlier caller of its client, that one is woken instead
-/// and it waits as long again; otherwise what came due happens. A pause
-/// its timer ended spends a notice that came meanwhile (the attempt it
-/// makes now is the one the notice asked for); a notice that comes later
-/// stays pending: it ends the next pause, or goes to the next in line
-/// (a semaphore's release wakes one waiter per permit).
-pub(crate) fn timer_fired(
-    inner: &Inner,
-    acq: &mut Acquisition,
-    request: &Request,
-    queued: Option<&Queued>,
-    at: Option<Instant>,
-    now: Instant,
-) {
-    let behind_first = acq.waits_in_line()
-        && request.arrival.is_some()
-        && queued.is_some_and(|q| {
-            at.is_some_and(|at| now >= at)
-                && inner
-                    .waiters
-                    .wake_first_instead(&acq.plan().keys[0], &q.place)
-        });
-    let paused = acq.is_paused();
-    if behind_first {
-        acq.handle_behind(now);
-    } else {
-        acq.handle_timeout(now);
-    }
-    if let (true, false, Some(q)) = (paused, acq.is_paused(), queued) {
-        q.place.consume();
-    }
-}
-
 /// Every node's connection, before the first attempt (instant once
 /// connected), so that the validity clock, which starts before the first
 /// command is sent, does not pay for a handshake. With several nodes one
@@ -390,16 +343,6 @@ async fn connect_first(inner: &Inner, timeout: Duration) -> Vec<Result<Connectio
         }
     }))
     .await
-}
-
-/// A release notice woke the paused machine at `now`: a fair lock's
-/// hand-off to it, if that is what came, else a release.
-pub(crate) fn woke(inner: &Inner, acq: &mut Acquisition, now: Instant) {
-    let handed = inner.waiters.handed_over(&acq.plan().keys[0], acq.token());
-    match handed {
-        Some((after, fence)) => acq.handle_handoff(Handoff { after, fence }, now),
-        None => acq.handle_notice(now),
-    }
 }
 
 async fn sleep_until(at: Option<Instant>) {

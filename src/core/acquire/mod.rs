@@ -20,8 +20,8 @@ mod register;
 
 // The model's types the fast path still names by their former paths.
 pub(crate) use crate::core::model::Request;
-pub(crate) use drive::{behind_earlier_callers, timer_fired, woke};
 pub(crate) use plan::plan_of;
+pub(crate) use queue::{behind_earlier_callers, timer_fired, woke};
 pub(crate) use queue::{join, Queued};
 pub(crate) use register::register;
 

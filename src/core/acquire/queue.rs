@@ -1,17 +1,21 @@
 //! Waiting in line for a held key: the first waiter of a client subscribes to
 //! the key's release notices on every node; leaving the line (on drop) ends
-//! the subscription once nobody else waits.
+//! the subscription once nobody else waits. And what both drivers do there
+//! around the machine: join behind earlier callers, wake the first in line
+//! instead when a timer fires behind it, hand it a notice or a hand-off.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 
 use crate::core::keys::channel;
+use crate::core::model::Request;
 use crate::core::node::NoticeSink;
+use crate::core::ops::acquisition::{Acquisition, Handoff, Plan};
 use crate::core::shared::Inner;
 use crate::core::waiters::{Arrival, Place};
 
@@ -130,5 +134,60 @@ impl Drop for Queued {
         let key = std::mem::take(&mut self.key);
         self.runtime
             .spawn(async move { unsubscribe(&inner, &key).await });
+    }
+}
+
+/// Whether `request`, its turn come, joins the key's line behind earlier
+/// callers of its client that already wait there, rather than try at once
+/// (a try just after a release would overtake them).
+pub(crate) fn behind_earlier_callers(inner: &Inner, plan: &Plan, request: &Request) -> bool {
+    let Some(arrival) = &request.arrival else {
+        return false;
+    };
+    let waits = plan.notices && plan.retry_count != Some(0) && !plan.wait_timeout.is_zero();
+    waits && inner.waiters.waiting_before(&plan.keys[0], arrival.seq())
+}
+
+/// The machine's timer, set for `at`, fired at `now`: when it waits in
+/// line behind an earlier caller of its client, that one is woken instead
+/// and it waits as long again; otherwise what came due happens. A pause
+/// its timer ended spends a notice that came meanwhile (the attempt it
+/// makes now is the one the notice asked for); a notice that comes later
+/// stays pending: it ends the next pause, or goes to the next in line
+/// (a semaphore's release wakes one waiter per permit).
+pub(crate) fn timer_fired(
+    inner: &Inner,
+    acq: &mut Acquisition,
+    request: &Request,
+    queued: Option<&Queued>,
+    at: Option<Instant>,
+    now: Instant,
+) {
+    let behind_first = acq.waits_in_line()
+        && request.arrival.is_some()
+        && queued.is_some_and(|q| {
+            at.is_some_and(|at| now >= at)
+                && inner
+                    .waiters
+                    .wake_first_instead(&acq.plan().keys[0], &q.place)
+        });
+    let paused = acq.is_paused();
+    if behind_first {
+        acq.handle_behind(now);
+    } else {
+        acq.handle_timeout(now);
+    }
+    if let (true, false, Some(q)) = (paused, acq.is_paused(), queued) {
+        q.place.consume();
+    }
+}
+
+/// A release notice woke the paused machine at `now`: a fair lock's
+/// hand-off to it, if that is what came, else a release.
+pub(crate) fn woke(inner: &Inner, acq: &mut Acquisition, now: Instant) {
+    let handed = inner.waiters.handed_over(&acq.plan().keys[0], acq.token());
+    match handed {
+        Some((after, fence)) => acq.handle_handoff(Handoff { after, fence }, now),
+        None => acq.handle_notice(now),
     }
 }

@@ -79,6 +79,28 @@ pub fn slot_verdict(replies: &[SlotReply]) -> SlotVerdict {
     }
 }
 
+/// One slot attempt's replies as they came (`None`: none in time, read as
+/// a timeout), and for each node whether it may hold slots its holder will
+/// not keep: any node but a busy one, one never reached, or one that
+/// granted the holder's own member.
+pub fn read_slots(replies: &[Option<SlotReply>]) -> (SlotVerdict, Vec<bool>) {
+    let replies: Vec<SlotReply> = replies
+        .iter()
+        .map(|r| r.clone().unwrap_or(SlotReply::Failed(NodeAnswer::Timeout)))
+        .collect();
+    let v = slot_verdict(&replies);
+    let elsewhere = replies
+        .iter()
+        .map(|r| match (r, &v.member) {
+            // Held, or never sent: nothing written there.
+            (SlotReply::Busy(_), _) | (SlotReply::Failed(NodeAnswer::Unreachable(_)), _) => false,
+            (SlotReply::Granted(m), Some(won)) => m != won,
+            _ => true,
+        })
+        .collect();
+    (v, elsewhere)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

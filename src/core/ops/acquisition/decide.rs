@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::core::error::NodeAnswer;
 use crate::core::quorum::Acquired;
 
 /// The caller's bounds on retrying.
@@ -15,6 +16,21 @@ pub(crate) struct Bounds {
     pub wait_until: Instant,
     /// `waitTimeout` 0 asks for one attempt with no waiting.
     pub wait_bounds_attempts: bool,
+}
+
+/// The nodes an attempt that did not win is undone on: a node that
+/// answered "held by another" provably wrote nothing, and one the driver
+/// could not reach never got the command; any other may hold its token, and
+/// so may one that `wrote` though it answered held (a Redlock semaphore's
+/// node that granted other slots than the most granted ones).
+pub(crate) fn to_undo(answers: &[NodeAnswer], wrote: Option<&[bool]>) -> Vec<bool> {
+    let held = |a: &NodeAnswer| matches!(a, NodeAnswer::Held { .. } | NodeAnswer::Unreachable(_));
+    let wrote = |i: usize| wrote.is_some_and(|w| w.get(i).copied().unwrap_or(false));
+    answers
+        .iter()
+        .enumerate()
+        .map(|(i, a)| wrote(i) || !held(a))
+        .collect()
 }
 
 /// What follows an attempt that did not win.

@@ -25,16 +25,16 @@
 //! notice once notices are heard; the undo still owed when it ends is
 //! the driver's to send and forget (and, in a fair line, leaving it).
 //!
-//! `plan.rs` is what it is given and gives back, `steps.rs` its steps
-//! (attempt, verdict, undo, pause, end), `clock.rs` its timer, `line.rs`
-//! its waits in lines (its client's callers; a fair lock's hand-off),
-//! `decide.rs` and `failure.rs` its decisions after a verdict and its errors.
+//! Here: the events it takes and the questions it answers, its waits in
+//! lines (its client's callers; a fair lock's hand-off); `state.rs` what it
+//! is in between, `plan.rs` what it is given and gives back, `steps.rs` its
+//! steps (attempt, verdict, undo, pause, end) and its timer, `decide.rs`
+//! and `failure.rs` its decisions after a verdict and its errors.
 
-mod clock;
 pub mod decide;
 pub mod failure;
-mod line;
 mod plan;
+mod state;
 mod steps;
 #[cfg(test)]
 mod tests;
@@ -44,6 +44,7 @@ mod tests_fair;
 mod tests_slots;
 
 pub use plan::{Cancel, Event, Handoff, Outcome, Plan, Purpose, Take, Transmit, Won};
+pub use state::Acquisition;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -53,72 +54,10 @@ use rand::{Rng, SeedableRng};
 
 use self::decide::Bounds;
 use self::failure::aborted;
-use super::acquire::Acquire;
-use super::permits::SlotReply;
+use self::state::Phase;
 use super::reply::Answer;
 use crate::core::error::{LockError, NodeAnswer};
 use crate::core::time::ms_of;
-
-enum Phase {
-    /// Not begun: earlier callers of its client for the key have not had
-    /// their first attempt answered yet ([`Acquisition::handle_turn`]).
-    Turn,
-    /// Attempt `n`, sent at `started`; `out[i]`: node `i` has not answered;
-    /// `sent[i]`: the driver took its command.
-    Attempt {
-        n: u32,
-        started: Instant,
-        op: Acquire,
-        out: Vec<bool>,
-        sent: Vec<bool>,
-        /// A Redlock semaphore's attempt: each node's reply as it came.
-        slots: Vec<Option<SlotReply>>,
-    },
-    /// Attempt `n` lost and is retried: its undo must land first.
-    Undo {
-        n: u32,
-        out: Vec<bool>,
-        deadline: Instant,
-        longest_pttl: Option<u64>,
-    },
-    /// Waiting to make attempt `n + 1` at `until` (sooner on a notice);
-    /// `span`: how long a pause it is. With `n` 0 the caller waits behind
-    /// earlier callers of its client before its first attempt.
-    Pause {
-        n: u32,
-        until: Instant,
-        span: Duration,
-    },
-    Done,
-}
-
-/// One acquisition; see the module docs.
-pub struct Acquisition {
-    plan: Plan,
-    bounds: Bounds,
-    token: String,
-    phase: Phase,
-    rng: SmallRng,
-    transmits: VecDeque<Transmit>,
-    events: VecDeque<Event>,
-    outcome: Option<Outcome>,
-    /// The failure of the last attempt, for a wait that ends later.
-    last_failure: Option<LockError>,
-    /// Release notices reach this acquisition.
-    listening: bool,
-    /// Whether the attempt in flight was sent while notices were heard.
-    heard: bool,
-    asked_to_listen: bool,
-    /// The won attempt, still taking the answers of the nodes that were out
-    /// when it was decided (they come back as [`Event::Late`]), and how many are.
-    won: Option<(u32, Acquire, usize)>,
-    /// The last attempt that found it waiting in a fair line, and when it
-    /// was sent: a hand-off after it makes it the holder.
-    in_line: Option<(u32, Instant)>,
-    /// Commands it answered as timed out itself: the transport's own timeout
-    /// for one of them, coming after, is the same fault, not a second one.
-    expired: Vec<(Purpose, usize)>,
-}
 
 impl Acquisition {
     /// Starts at `now` with `token` (a fresh one per attempt on several nodes
@@ -200,6 +139,19 @@ impl Acquisition {
     /// The token the attempt in flight (or the won lock) carries.
     pub fn token(&self) -> &str {
         &self.token
+    }
+
+    pub(super) fn attempts(&self) -> u32 {
+        match self.phase {
+            Phase::Attempt { n, .. } | Phase::Undo { n, .. } | Phase::Pause { n, .. } => n,
+            Phase::Turn | Phase::Done => 0,
+        }
+    }
+
+    pub(super) fn fault(&mut self, node: usize, answer: NodeAnswer) {
+        if answer.is_fault() {
+            self.events.push_back(Event::Fault { node, answer });
+        }
     }
 
     /// The next command to send, if any; after the outcome, the undo it owes.
@@ -322,5 +274,118 @@ impl Acquisition {
             Cancel::Closed => LockError::closed(),
         };
         self.fail_undoing_all(failure);
+    }
+}
+
+/// Waiting in the line of its client's callers for the key: its turn, the
+/// release notices it hears, the first in line woken instead of trying.
+impl Acquisition {
+    /// Whether it waits for its turn ([`in_turn`](Self::in_turn)).
+    pub fn waits_for_turn(&self) -> bool {
+        matches!(self.phase, Phase::Turn)
+    }
+
+    /// Its turn came at `now`: the first attempt goes out, or, `behind`
+    /// earlier callers that already wait in the key's line, it joins the line
+    /// behind them ([`Event::Listen`]) and pauses until a notice or its timer.
+    pub fn handle_turn(&mut self, behind: bool, now: Instant) {
+        if !matches!(self.phase, Phase::Turn) {
+            return;
+        }
+        if !behind {
+            self.send_attempt(1, now);
+            return;
+        }
+        let span = self.plan.retry_delay + self.jitter();
+        self.phase = Phase::Pause {
+            n: 0,
+            until: (now + span).min(self.bounds.wait_until),
+            span,
+        };
+        self.asked_to_listen = true;
+        self.events.push_back(Event::Listen);
+    }
+
+    /// The driver now hears release notices for the key: a wait after an
+    /// attempt sent from now on ends at the holder's release.
+    pub fn listening(&mut self) {
+        if self.listening {
+            return;
+        }
+        self.listening = true;
+        // Behind earlier callers with retries not counted: a release wakes
+        // the line, so the timer is only a bound for a holder that vanished.
+        let lengthen =
+            matches!(self.phase, Phase::Pause { n: 0, .. }) && self.plan.retry_count.is_none();
+        if lengthen {
+            let longer = self.plan.lease.ttl + self.jitter();
+            let wait_until = self.bounds.wait_until;
+            if let Phase::Pause { until, span, .. } = &mut self.phase {
+                let since = *until - *span;
+                *span = longer;
+                *until = (since + longer).min(wait_until);
+            }
+        }
+    }
+
+    /// Whether its pause may wait in the line of its client's callers for
+    /// the key (retries are not counted): a timer that fires
+    /// while earlier callers are ahead wakes the first of them instead
+    /// ([`handle_behind`](Self::handle_behind)).
+    pub fn waits_in_line(&self) -> bool {
+        self.plan.retry_count.is_none() && matches!(self.phase, Phase::Pause { .. })
+    }
+
+    /// Its pause ended at `now` while earlier callers of its client were
+    /// ahead of it in line (the driver woke the first of them instead): it
+    /// pauses as long again, within the wait.
+    pub fn handle_behind(&mut self, now: Instant) {
+        if self.bounds.wait_bounds_attempts && now >= self.bounds.wait_until {
+            self.handle_timeout(now);
+            return;
+        }
+        if let Phase::Pause { until, span, .. } = &mut self.phase {
+            if now >= *until {
+                *until = (now + *span).min(self.bounds.wait_until);
+            }
+        }
+    }
+}
+
+/// A fair lock's line in Redis.
+impl Acquisition {
+    /// A fair lock's release handed the key to this waiter (the notice came
+    /// at `now`, while it paused): it holds the lock without another
+    /// attempt, its validity counted from the attempt the hand-off came
+    /// after, when that is its last attempt that found it waiting (a later
+    /// one makes the hand-off stale), the fence is there when fencing asks
+    /// for one, and at least half the lease is left. Otherwise the notice
+    /// only ends the pause: the next attempt finds the key holding its
+    /// token if the hand-off still stands.
+    pub fn handle_handoff(&mut self, h: Handoff, now: Instant) {
+        if let (Phase::Pause { n, .. }, Take::Fair { .. }, Some((m, since))) =
+            (&self.phase, &self.plan.take, self.in_line)
+        {
+            let lease = self.plan.lease;
+            let current = h.after != 0
+                && (h.after == u64::from(m) || crate::core::broken::trusts_stale_handoffs());
+            let fenced = !lease.fencing || h.fence.is_some();
+            let left = lease.validity(since, now);
+            if current && fenced && left >= lease.min_validity.max(lease.ttl / 2) {
+                let n = *n;
+                self.events.push_back(Event::Woken);
+                let answers = vec![NodeAnswer::Ok];
+                self.outcome = Some(Outcome::Won(Won {
+                    token: self.token.clone(),
+                    attempts: n,
+                    started: since,
+                    answers,
+                    fence: h.fence.unwrap_or(0),
+                }));
+                self.phase = Phase::Done;
+                return;
+            }
+        }
+        self.handle_notice(now);
     }
 }

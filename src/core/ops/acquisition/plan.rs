@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use super::super::acquire::{self, LeaseTerms, ReadReply};
 use super::super::reply::Answer;
 use super::super::{permits, release};
-use crate::core::error::{LockError, NodeAnswer};
+use crate::core::error::{LockError, NodeAnswer, NodeReport};
 use crate::core::model::{self, line_keys, FairLease, Permits};
 use crate::core::scripts::Call;
 use crate::core::time::ms_of;
@@ -207,6 +207,15 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// Each node's answer by its name, for an error.
+    pub fn reports(&self, answers: &[NodeAnswer]) -> Vec<NodeReport> {
+        let report = |(node, answer): (&String, &NodeAnswer)| NodeReport {
+            node: node.clone(),
+            answer: answer.clone(),
+        };
+        self.nodes.iter().zip(answers).map(report).collect()
+    }
+
     /// Each node's bound on answering an attempt: the node timeout, and an
     /// attempt that waits for replicas (`WAIT`) as long again as it may.
     pub fn attempt_bound(&self) -> Duration {

@@ -6,30 +6,18 @@ use std::time::Instant;
 use rand::Rng;
 
 use super::decide::{self, Next};
-use super::failure::{attempt_failed, timed_out, wait_passed};
-use super::{Acquisition, Event, Outcome, Phase, Purpose, Take, Transmit, Won};
-use crate::core::error::{LockError, NodeAnswer, NodeReport};
+use super::failure::{attempt_failed, behind_earlier, timed_out, wait_passed};
+use super::state::{Acquisition, Phase};
+use super::{Event, Outcome, Purpose, Take, Transmit, Won};
+use crate::core::error::{LockError, NodeAnswer};
 use crate::core::ops::acquire::{self, Acquire};
 use crate::core::ops::gather::Progress;
-use crate::core::ops::permits::{self, SlotReply};
+use crate::core::ops::permits;
 use crate::core::ops::reply::Answer;
-use crate::core::quorum::slots::slot_verdict;
+use crate::core::quorum::slots::read_slots;
 use crate::core::quorum::{self, Acquired, Tally};
 
 impl Acquisition {
-    pub(super) fn attempts(&self) -> u32 {
-        match self.phase {
-            Phase::Attempt { n, .. } | Phase::Undo { n, .. } | Phase::Pause { n, .. } => n,
-            Phase::Turn | Phase::Done => 0,
-        }
-    }
-
-    pub(super) fn fault(&mut self, node: usize, answer: NodeAnswer) {
-        if answer.is_fault() {
-            self.events.push_back(Event::Fault { node, answer });
-        }
-    }
-
     pub(super) fn send_attempt(&mut self, n: u32, now: Instant) {
         let nodes = self.plan.nodes.len();
         if n > 1 && nodes > 1 {
@@ -99,20 +87,7 @@ impl Acquisition {
         // A Redlock semaphore's: what counts is the member a quorum granted.
         let (answers, member, stray) = match &self.phase {
             Phase::Attempt { slots, .. } if !slots.is_empty() => {
-                let replies: Vec<SlotReply> = slots
-                    .iter()
-                    .map(|r| r.clone().unwrap_or(SlotReply::Failed(NodeAnswer::Timeout)))
-                    .collect();
-                let v = slot_verdict(&replies);
-                let elsewhere: Vec<bool> = (0..replies.len())
-                    .map(|i| match (&replies[i], &v.member) {
-                        // Held, or never sent: nothing written there.
-                        (SlotReply::Busy(_), _)
-                        | (SlotReply::Failed(NodeAnswer::Unreachable(_)), _) => false,
-                        (SlotReply::Granted(m), Some(won)) => m != won,
-                        _ => true,
-                    })
-                    .collect();
+                let (v, elsewhere) = read_slots(slots);
                 (v.answers, v.member, Some((v.stray, elsewhere)))
             }
             _ => (answers, None, None),
@@ -167,26 +142,14 @@ impl Acquisition {
         }
         let failure = attempt_failed(
             verdict,
-            self.reports(&answers),
+            self.plan.reports(&answers),
             &self.plan.label,
             n,
             now.saturating_duration_since(validity_from),
             self.plan.lease.ttl,
         );
 
-        // A node that answered "held by another" provably wrote nothing, and
-        // one the driver could not reach never got the command; any other may
-        // hold our token.
-        // (A node that granted a Redlock semaphore other slots than the
-        // most granted ones answers as held, but wrote them.)
-        let to_undo: Vec<bool> = answers
-            .iter()
-            .enumerate()
-            .map(|(i, a)| {
-                let wrote = stray.as_ref().is_some_and(|(s, _)| s[i]);
-                wrote || !matches!(a, NodeAnswer::Held { .. } | NodeAnswer::Unreachable(_))
-            })
-            .collect();
+        let to_undo = decide::to_undo(&answers, stray.as_ref().map(|(s, _)| s.as_slice()));
         match decide::next(
             verdict,
             quorum::worth_retrying(&answers),
@@ -218,18 +181,6 @@ impl Acquisition {
                 }
             }
         }
-    }
-
-    pub(super) fn reports(&self, answers: &[NodeAnswer]) -> Vec<NodeReport> {
-        self.plan
-            .nodes
-            .iter()
-            .zip(answers)
-            .map(|(node, answer)| NodeReport {
-                node: node.clone(),
-                answer: answer.clone(),
-            })
-            .collect()
     }
 
     pub(super) fn queue_undo(&mut self, n: u32, nodes: &[bool]) {
@@ -331,5 +282,118 @@ impl Acquisition {
         self.leave_line(n);
         self.outcome = Some(Outcome::Failed(failure));
         self.phase = Phase::Done;
+    }
+}
+
+/// Its timer: the instant it must be woken at, and what comes due then
+/// (a node's bound on an attempt, an undo's deadline, the end of a pause,
+/// the end of the wait).
+impl Acquisition {
+    /// The instant it must be woken at ([`handle_timeout`](Self::handle_timeout)); `None` once decided.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let wait = self
+            .bounds
+            .wait_bounds_attempts
+            .then_some(self.bounds.wait_until);
+        let own = match &self.phase {
+            Phase::Attempt { started, .. } => Some(*started + self.plan.attempt_bound()),
+            Phase::Undo { deadline, .. } => Some(*deadline),
+            Phase::Pause { until, .. } => Some(*until),
+            Phase::Turn => None,
+            Phase::Done => return None,
+        };
+        match (own, wait) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// When its own bound on the commands it has out falls (an attempt's
+    /// node timeout, an undo's deadline): a driver whose transport answers
+    /// each command by that bound anyway needs no timer for this instant.
+    pub fn commands_due(&self) -> Option<Instant> {
+        match &self.phase {
+            Phase::Attempt { started, .. } => Some(*started + self.plan.attempt_bound()),
+            Phase::Undo { deadline, .. } => Some(*deadline),
+            _ => None,
+        }
+    }
+
+    /// The time is `now`: whatever came due (a node's bound, the pause, the wait) happens.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let wait_over = self.bounds.wait_bounds_attempts && now >= self.bounds.wait_until;
+        match &mut self.phase {
+            Phase::Attempt { started, out, .. } => {
+                if wait_over {
+                    let n = self.attempts();
+                    let failure = wait_passed(
+                        self.last_failure.take(),
+                        &self.plan.label,
+                        n,
+                        self.plan.wait_timeout,
+                    );
+                    self.fail_undoing_all(failure);
+                    return;
+                }
+                if now < *started + self.plan.attempt_bound() {
+                    return;
+                }
+                let late: Vec<usize> = (0..out.len()).filter(|&i| out[i]).collect();
+                let n = self.attempts();
+                self.expired
+                    .extend(late.iter().map(|&i| (Purpose::Attempt(n), i)));
+                for i in late {
+                    if let Phase::Attempt { out, .. } = &mut self.phase {
+                        out[i] = false;
+                    }
+                    self.attempt_answer(i, Err(NodeAnswer::Timeout), now);
+                }
+            }
+            Phase::Undo {
+                n, deadline, out, ..
+            } => {
+                if wait_over {
+                    self.time_out();
+                    return;
+                }
+                if now < *deadline {
+                    return;
+                }
+                let n = *n;
+                for (i, o) in out.iter_mut().enumerate() {
+                    if std::mem::take(o) {
+                        self.expired.push((Purpose::Undo(n), i));
+                        self.events.push_back(Event::Fault {
+                            node: i,
+                            answer: NodeAnswer::Timeout,
+                        });
+                    }
+                }
+                self.pause(now);
+            }
+            Phase::Pause { n, until, .. } => {
+                if now < *until {
+                    return;
+                }
+                let n = *n;
+                if now >= self.bounds.wait_until && self.bounds.wait_bounds_attempts {
+                    if n == 0 {
+                        let failure = behind_earlier(&self.plan.label, self.plan.wait_timeout);
+                        self.fail(failure, &[]);
+                        return;
+                    }
+                    self.time_out();
+                } else {
+                    self.send_attempt(n + 1, now);
+                }
+            }
+            Phase::Turn => {
+                if wait_over {
+                    let failure = behind_earlier(&self.plan.label, self.plan.wait_timeout);
+                    self.fail(failure, &[]);
+                }
+            }
+            Phase::Done => {}
+        }
     }
 }

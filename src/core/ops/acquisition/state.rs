@@ -1,0 +1,73 @@
+//! What an acquisition is in between events: its phase and its state.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+
+use super::decide::Bounds;
+use super::{Event, Outcome, Plan, Purpose, Transmit};
+use crate::core::error::LockError;
+use crate::core::ops::acquire::Acquire;
+use crate::core::ops::permits::SlotReply;
+
+pub(super) enum Phase {
+    /// Not begun: earlier callers of its client for the key have not had
+    /// their first attempt answered yet ([`Acquisition::handle_turn`]).
+    Turn,
+    /// Attempt `n`, sent at `started`; `out[i]`: node `i` has not answered;
+    /// `sent[i]`: the driver took its command.
+    Attempt {
+        n: u32,
+        started: Instant,
+        op: Acquire,
+        out: Vec<bool>,
+        sent: Vec<bool>,
+        /// A Redlock semaphore's attempt: each node's reply as it came.
+        slots: Vec<Option<SlotReply>>,
+    },
+    /// Attempt `n` lost and is retried: its undo must land first.
+    Undo {
+        n: u32,
+        out: Vec<bool>,
+        deadline: Instant,
+        longest_pttl: Option<u64>,
+    },
+    /// Waiting to make attempt `n + 1` at `until` (sooner on a notice);
+    /// `span`: how long a pause it is. With `n` 0 the caller waits behind
+    /// earlier callers of its client before its first attempt.
+    Pause {
+        n: u32,
+        until: Instant,
+        span: Duration,
+    },
+    Done,
+}
+
+/// One acquisition; see the module docs.
+pub struct Acquisition {
+    pub(super) plan: Plan,
+    pub(super) bounds: Bounds,
+    pub(super) token: String,
+    pub(super) phase: Phase,
+    pub(super) rng: SmallRng,
+    pub(super) transmits: VecDeque<Transmit>,
+    pub(super) events: VecDeque<Event>,
+    pub(super) outcome: Option<Outcome>,
+    /// The failure of the last attempt, for a wait that ends later.
+    pub(super) last_failure: Option<LockError>,
+    /// Release notices reach this acquisition.
+    pub(super) listening: bool,
+    /// Whether the attempt in flight was sent while notices were heard.
+    pub(super) heard: bool,
+    pub(super) asked_to_listen: bool,
+    /// The won attempt, still taking the answers of the nodes that were out
+    /// when it was decided (they come back as [`Event::Late`]), and how many are.
+    pub(super) won: Option<(u32, Acquire, usize)>,
+    /// The last attempt that found it waiting in a fair line, and when it
+    /// was sent: a hand-off after it makes it the holder.
+    pub(super) in_line: Option<(u32, Instant)>,
+    /// Commands it answered as timed out itself: the transport's own timeout
+    /// for one of them, coming after, is the same fault, not a second one.
+    pub(super) expired: Vec<(Purpose, usize)>,
+}
