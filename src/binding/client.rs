@@ -124,8 +124,8 @@ impl NativeClient {
         let kind = kind.unwrap_or_default().to_kind().map_err(to_napi)?;
         let opts = options.unwrap_or_default().to_core().map_err(to_napi)?;
         let request = kind.prepare(&self.core, keys, &opts).map_err(to_napi)?;
-        // Taken on the JS thread's loop where it has one (a lock, a
-        // semaphore's or read-write lock's permits on plain masters).
+        // Taken on the JS thread's loop where it has one (any kind of lock,
+        // on plain masters, once the client's connections there are up).
         let request = match fast::acquire(env, &self.core, Box::new(request), cancel) {
             Ok(promise) => return Ok(promise),
             Err(request) => *request,

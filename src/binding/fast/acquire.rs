@@ -1,4 +1,4 @@
-//! An acquisition on the JS thread (a lock's, or permits on one key), from
+//! An acquisition on the JS thread (of any kind of lock), from
 //! its first attempt to its outcome: the promise, the machine
 //! (`core::fast::FastAcquire`), its commands on the node's connections, its
 //! alarm on the reactor's timer, and the wakes other threads queue for it

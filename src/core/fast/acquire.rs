@@ -1,5 +1,5 @@
-//! The JS thread's driver of an acquisition (a lock's, or a semaphore's or
-//! read-write lock's permits on one key): it runs the acquisition machine
+//! The JS thread's driver of an acquisition (of any kind of lock: see
+//! `ops::acquisition::Take`): it runs the acquisition machine
 //! (`ops::acquisition`) from its first attempt to its outcome as the
 //! thread's loop reads the nodes' replies, sends what the
 //! machine asks for (an attempt, its undo, a retry) on the same
