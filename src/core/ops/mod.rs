@@ -12,10 +12,10 @@
 //!
 //! `release`, `extend` (a manual extension), `renew` (the watchdog's
 //! batches), `acquire` and `permits` (semaphores and fair lines);
-//! `acquisition` a plain lock's whole acquisition, attempts, undos and
-//! waits, as one machine; `gather`
-//! holds an operation's answers so far and records those that come after
-//! its outcome. `core::transports_agree` feeds both drivers the same
+//! `acquisition` a whole acquisition of any kind of lock, attempts, undos
+//! and waits, as one machine; `gather` holds an operation's answers so far
+//! and hands back those that come after its outcome (the driver records
+//! them with the lock). `core::transports_agree` feeds both drivers the same
 //! replies and checks that every operation comes to the same outcome.
 
 pub mod acquire;
