@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 use crate::core::keys::channel;
 use crate::core::model::Request;
 use crate::core::node::NoticeSink;
-use crate::core::ops::acquisition::{Acquisition, Handoff, Plan};
+use crate::core::ops::acquisition::{Acquisition, Handoff, Plan, Take};
 use crate::core::shared::Inner;
 use crate::core::waiters::{Arrival, Place};
 
@@ -185,7 +185,10 @@ pub(crate) fn timer_fired(
 /// A release notice woke the paused machine at `now`: a fair lock's
 /// hand-off to it, if that is what came, else a release.
 pub(crate) fn woke(inner: &Inner, acq: &mut Acquisition, now: Instant) {
-    let handed = inner.waiters.handed_over(&acq.plan().keys[0], acq.token());
+    // Only a fair lock's release hands the key over.
+    let handed = matches!(acq.plan().take, Take::Fair { .. })
+        .then(|| inner.waiters.handed_over(&acq.plan().keys[0], acq.token()))
+        .flatten();
     match handed {
         Some((after, fence)) => acq.handle_handoff(Handoff { after, fence }, now),
         None => acq.handle_notice(now),

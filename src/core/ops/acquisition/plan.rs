@@ -106,6 +106,12 @@ impl Take {
         }
     }
 
+    /// Whether leaving its line also undoes an attempt (a fair lock's leave
+    /// hands on a key its attempt took).
+    pub(super) fn leave_undoes(&self) -> bool {
+        matches!(self, Take::Fair { place_ms, .. } if *place_ms > 0)
+    }
+
     /// Leaving a fair line for good, once an attempt took a place in it (a
     /// fair lock's also hands on a key its attempt took); `None` for others.
     pub(super) fn leave_call(&self, plan: &Plan, token: &str) -> Option<Call<'static>> {

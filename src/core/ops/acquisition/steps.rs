@@ -240,14 +240,13 @@ impl Acquisition {
     }
 
     /// Ending after attempt `n` without the lock: a place in a fair line is
-    /// given up (a fair lock's leave also hands on a key its attempt took,
-    /// so it stands for that attempt's undo). True when it was queued.
-    fn leave_line(&mut self, n: u32) -> bool {
+    /// given up.
+    fn leave_line(&mut self, n: u32) {
         let Some(call) = (n > 0)
             .then(|| self.plan.take.leave_call(&self.plan, &self.token))
             .flatten()
         else {
-            return false;
+            return;
         };
         for node in 0..self.plan.nodes.len() {
             self.transmits.push_back(Transmit {
@@ -256,7 +255,6 @@ impl Acquisition {
                 call: call.clone(),
             });
         }
-        true
     }
 
     /// Ends with `failure`, owing the undo of an attempt in flight on every
@@ -274,9 +272,7 @@ impl Acquisition {
         // What was not sent yet never will be.
         self.transmits.clear();
         // In order behind the attempt on its connection, the undo first.
-        if !matches!(self.plan.take, Take::Fair { .. })
-            || self.plan.take.leave_call(&self.plan, &self.token).is_none()
-        {
+        if !self.plan.take.leave_undoes() {
             self.queue_undo(n, undo);
         }
         self.leave_line(n);
