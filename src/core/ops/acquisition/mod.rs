@@ -110,6 +110,7 @@ impl Acquisition {
             listening: false,
             heard: false,
             asked_to_listen: false,
+            split: false,
             won: None,
             in_line: None,
             expired: Vec::new(),
@@ -181,9 +182,10 @@ impl Acquisition {
         matches!(self.phase, Phase::Done)
     }
 
-    /// Whether it pauses before its next attempt (nothing in flight).
+    /// Whether it pauses before its next attempt (nothing in flight) and a
+    /// notice would end the pause.
     pub fn is_paused(&self) -> bool {
-        matches!(self.phase, Phase::Pause { .. })
+        matches!(self.phase, Phase::Pause { woken: false, .. })
     }
 
     /// No node's answer is still owed: an outcome's late answers are in.
@@ -255,11 +257,30 @@ impl Acquisition {
         }
     }
 
-    /// The holder's release notice for the key arrived at `now`: a pause ends.
+    /// The holder's release notice for the key arrived at `now`: a pause
+    /// ends. On several nodes, after an attempt whose vote another waiter
+    /// split, the next attempt goes out after a random part of the retry
+    /// jitter rather than at once: the waiters one release wakes would
+    /// otherwise try at the same instant and split the vote again, each
+    /// undo's notice waking the others in step.
     pub fn handle_notice(&mut self, now: Instant) {
-        if let Phase::Pause { n, .. } = self.phase {
-            self.events.push_back(Event::Woken);
+        let Phase::Pause {
+            n, woken: false, ..
+        } = self.phase
+        else {
+            return;
+        };
+        self.events.push_back(Event::Woken);
+        let spread = if self.split {
+            self.jitter()
+        } else {
+            Duration::ZERO
+        };
+        if spread.is_zero() {
             self.send_attempt(n + 1, now);
+        } else if let Phase::Pause { until, woken, .. } = &mut self.phase {
+            *until = (*until).min(now + spread);
+            *woken = true;
         }
     }
 
@@ -301,6 +322,7 @@ impl Acquisition {
             n: 0,
             until: (now + span).min(self.bounds.wait_until),
             span,
+            woken: false,
         };
         self.asked_to_listen = true;
         self.events.push_back(Event::Listen);
@@ -333,7 +355,7 @@ impl Acquisition {
     /// while earlier callers are ahead wakes the first of them instead
     /// ([`handle_behind`](Self::handle_behind)).
     pub fn waits_in_line(&self) -> bool {
-        self.plan.retry_count.is_none() && matches!(self.phase, Phase::Pause { .. })
+        self.plan.retry_count.is_none() && matches!(self.phase, Phase::Pause { woken: false, .. })
     }
 
     /// Its pause ended at `now` while earlier callers of its client were
@@ -363,8 +385,13 @@ impl Acquisition {
     /// only ends the pause: the next attempt finds the key holding its
     /// token if the hand-off still stands.
     pub fn handle_handoff(&mut self, h: Handoff, now: Instant) {
-        if let (Phase::Pause { n, .. }, Take::Fair { .. }, Some((m, since))) =
-            (&self.phase, &self.plan.take, self.in_line)
+        if let (
+            Phase::Pause {
+                n, woken: false, ..
+            },
+            Take::Fair { .. },
+            Some((m, since)),
+        ) = (&self.phase, &self.plan.take, self.in_line)
         {
             let lease = self.plan.lease;
             let current = h.after != 0

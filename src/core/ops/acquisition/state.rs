@@ -35,11 +35,14 @@ pub(super) enum Phase {
     },
     /// Waiting to make attempt `n + 1` at `until` (sooner on a notice);
     /// `span`: how long a pause it is. With `n` 0 the caller waits behind
-    /// earlier callers of its client before its first attempt.
+    /// earlier callers of its client before its first attempt. `woken`: a
+    /// notice already ended it, and `until` is the random instant its
+    /// attempt goes out at (see [`Acquisition::handle_notice`]).
     Pause {
         n: u32,
         until: Instant,
         span: Duration,
+        woken: bool,
     },
     Done,
 }
@@ -61,6 +64,9 @@ pub struct Acquisition {
     /// Whether the attempt in flight was sent while notices were heard.
     pub(super) heard: bool,
     pub(super) asked_to_listen: bool,
+    /// Its last attempt lost on several nodes though some of them granted
+    /// it: another waiter split the vote.
+    pub(super) split: bool,
     /// The won attempt, still taking the answers of the nodes that were out
     /// when it was decided (they come back as [`Event::Late`]), and how many are.
     pub(super) won: Option<(u32, Acquire, usize)>,

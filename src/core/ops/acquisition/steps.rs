@@ -137,6 +137,7 @@ impl Acquisition {
             self.in_line = Some((n, started));
         }
         let t = Tally::of(&answers);
+        self.split = t.ok > 0 && self.plan.nodes.len() > 1;
         if t.held > 0 {
             self.events.push_back(Event::Contended);
         }
@@ -222,6 +223,7 @@ impl Acquisition {
                     n,
                     until: now + pause,
                     span: pause,
+                    woken: false,
                 }
             }
             None => self.time_out(),

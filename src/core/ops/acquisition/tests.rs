@@ -422,6 +422,56 @@ fn redlock_split_vote_is_undone_where_it_may_have_written_then_retried_with_a_fr
 }
 
 #[test]
+fn after_a_split_vote_a_notice_wakes_it_at_a_random_instant_within_the_jitter() {
+    // Waiters one release wakes would try at once and split the vote again.
+    let t0 = Instant::now();
+    let mut split = 0;
+    for seed in 0..20 {
+        let mut a = Acquisition::new(plan(3, 10_000, None, false), "tok".into(), seed, t0);
+        drain(&mut a);
+        a.handle_reply(0, Purpose::Attempt(1), granted(0), t0 + ms(1));
+        a.handle_reply(1, Purpose::Attempt(1), held(8_000), t0 + ms(1));
+        a.handle_reply(2, Purpose::Attempt(1), held(8_000), t0 + ms(1));
+        a.handle_reply(0, Purpose::Undo(1), released(), t0 + ms(2));
+        a.listening();
+        assert!(a.is_paused());
+        drain(&mut a);
+        events(&mut a);
+        a.handle_notice(t0 + ms(10));
+        assert_eq!(events(&mut a), vec![Event::Woken]);
+        let sent = drain(&mut a);
+        if sent.is_empty() {
+            split += 1;
+            assert!(!a.is_paused(), "a second notice changes nothing");
+            assert!(
+                !a.waits_in_line(),
+                "its timer makes its attempt, not the first's"
+            );
+            a.handle_notice(t0 + ms(11));
+            assert!(events(&mut a).is_empty() && drain(&mut a).is_empty());
+            let at = a.poll_timeout().expect("its attempt's instant");
+            assert!(at > t0 + ms(10) && at <= t0 + ms(110), "{:?}", at - t0);
+            a.handle_timeout(at);
+            let sent = drain(&mut a);
+            assert_eq!(sent.len(), 3);
+            assert!(sent.iter().all(|t| t.purpose == Purpose::Attempt(2)));
+        } else {
+            assert_eq!(sent.len(), 3, "a jitter of 0 ms: at once");
+        }
+    }
+    assert!(split >= 15, "spread over the jitter: {split} of 20");
+    // Only a split vote spreads the wake: held on every node, it tries at once.
+    let mut a = Acquisition::new(plan(3, 10_000, None, false), "tok".into(), 1, t0);
+    drain(&mut a);
+    for node in 0..3 {
+        a.handle_reply(node, Purpose::Attempt(1), held(8_000), t0 + ms(1));
+    }
+    a.listening();
+    a.handle_notice(t0 + ms(10));
+    assert_eq!(drain(&mut a).len(), 3);
+}
+
+#[test]
 fn the_wait_ending_mid_attempt_fails_it_and_owes_its_undo() {
     let t0 = Instant::now();
     let mut p = plan(1, 300, None, false);
