@@ -91,15 +91,9 @@ impl Acquisition {
     }
 
     fn waiting(plan: Plan, token: String, seed: u64, now: Instant) -> Acquisition {
-        let bounds = Bounds {
-            retry_delay: plan.retry_delay,
-            retry_count: plan.retry_count,
-            wait_until: now + plan.wait_timeout,
-            wait_bounds_attempts: !plan.wait_timeout.is_zero(),
-        };
         Acquisition {
+            bounds: Bounds::of(&plan, now),
             plan,
-            bounds,
             token,
             phase: Phase::Done,
             rng: SmallRng::seed_from_u64(seed),
@@ -258,11 +252,9 @@ impl Acquisition {
     }
 
     /// The holder's release notice for the key arrived at `now`: a pause
-    /// ends. On several nodes, after an attempt whose vote another waiter
-    /// split, the next attempt goes out after a random part of the retry
-    /// jitter rather than at once: the waiters one release wakes would
-    /// otherwise try at the same instant and split the vote again, each
-    /// undo's notice waking the others in step.
+    /// ends, at once, or after a random part of the jitter when another
+    /// waiter split its last attempt's vote (woken by one release, they
+    /// would split it again in step, each undo's notice waking the others).
     pub fn handle_notice(&mut self, now: Instant) {
         let Phase::Pause {
             n, woken: false, ..
@@ -385,13 +377,8 @@ impl Acquisition {
     /// only ends the pause: the next attempt finds the key holding its
     /// token if the hand-off still stands.
     pub fn handle_handoff(&mut self, h: Handoff, now: Instant) {
-        if let (
-            Phase::Pause {
-                n, woken: false, ..
-            },
-            Take::Fair { .. },
-            Some((m, since)),
-        ) = (&self.phase, &self.plan.take, self.in_line)
+        if let (Phase::Pause { n, .. }, Take::Fair { .. }, Some((m, since))) =
+            (&self.phase, &self.plan.take, self.in_line)
         {
             let lease = self.plan.lease;
             let current = h.after != 0
