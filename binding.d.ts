@@ -107,11 +107,18 @@ export declare class NativeLock {
    */
   get nodes(): Array<NodeReport>
   /**
-   * `'held'`, `'released'`, `'lost'`, or `'expired'`: held, but its validity
-   * deadline passed before the watchdog recorded the loss (its holder counts
-   * it as lost from that instant).
+   * `'held'`, `'released'`, `'lost'` (also once its validity ran out
+   * before the watchdog recorded the loss: its holder counts it as lost
+   * from that instant; and when a release found its key gone or another
+   * owner's) or `'handed-over'`.
    */
   get status(): string
+  /**
+   * True once the lock ended: released, handed over, or lost with the
+   * loss recorded (by the watchdog, or by a release that found it).
+   * False while held, also once its validity ran out unrecorded.
+   */
+  get ended(): boolean
   /** The lease length in ms that renewals restore. */
   get ttl(): number
   /**
@@ -136,16 +143,18 @@ export declare class NativeLock {
   /**
    * Releases the lock (token-checked, on every node) after stopping its
    * watchdog. Resolves true if it was ours and is now gone, false if it had
-   * already been released, lost or taken over.
+   * already been released, lost or handed over, and the `LockError`
+   * (`ERR_LOCK_LOST`) of the loss it found when its key was gone or another
+   * owner's (the lock is recorded as lost; the caller reports it).
    */
-  release(): Promise<boolean>
+  release(): Promise<boolean | Error>
   /**
    * Lets go of the lock without releasing it: the watchdog stops renewing,
    * the keys keep their lease for another client to `adopt` with the token,
-   * and nothing this lock does later deletes them. Null when it was no
-   * longer held. Synchronous: no Redis call.
+   * and nothing this lock does later deletes them. Throws `ERR_LOCK_LOST`
+   * saying why when it was no longer held. Synchronous: no Redis call.
    */
-  handOver(): HandOverInfo | null
+  handOver(): HandOverInfo
   /**
    * Extends the lease to `ttl` ms from now with the same token; later renewals
    * keep that lease. Never recreates a key that is gone.
@@ -394,7 +403,10 @@ export interface LockStats {
   contended: number
   /** Successful renewals and extensions. */
   renewed: number
-  /** Locks lost while held. */
+  /**
+   * Locks lost while held (found by a renewal, by the clock, or by the
+   * holder's own release).
+   */
   lost: number
   /** Locks released by their holder. */
   released: number

@@ -29,7 +29,9 @@ test('handOver stops renewing, keeps the key and returns what the adopter needs'
   assert.equal(lock.status, 'handed-over')
   assert.equal(await redis.get('ho:basic'), lock.token, 'the key stays')
   const adopted = await b.adopt(info.keys, info.token, { ttl: 5000 })
+  assert.throws(() => lock.handOver(), (e) => e.code === 'ERR_LOCK_LOST' && /cannot be handed over: it was handed over/.test(e.message))
   assert.equal(await lock.release(), false, 'a handed-over lock does not release')
+  assert.equal(lock.status, 'handed-over', 'nor does a release make it released')
   assert.equal(await redis.get('ho:basic'), info.token)
   assert.ok(await redis.pttl('ho:basic') > 1000, 'the adopter\'s lease')
   assert.equal(lock.signal.aborted, false, 'handing over is not a loss')
@@ -63,7 +65,10 @@ test('handOver of a lock no longer held throws ERR_LOCK_LOST', async () => {
   const a = client()
   const lock = await a.acquire('ho:gone')
   await lock.release()
-  assert.throws(() => lock.handOver(), (e) => e.code === 'ERR_LOCK_LOST' && /released/.test(e.message))
+  assert.throws(() => lock.handOver(), (e) => e.code === 'ERR_LOCK_LOST' && e.key === 'ho:gone' && /it was released/.test(e.message))
+  const closed = await a.acquire('ho:closed')
+  await a.close()
+  assert.throws(() => closed.handOver(), (e) => e.code === 'ERR_LOCK_LOST' && /its client was closed/.test(e.message))
 })
 
 for (const handOver of [true, false]) {

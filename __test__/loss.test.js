@@ -93,9 +93,14 @@ test('lock.release() keeps resolving false when the key is gone, and reports the
     assert.equal(await lock.release(), false)
     assert.equal(lock.status, 'lost')
     assert.equal(lock.lossError.code, 'ERR_LOCK_LOST')
+    assert.match(lock.lossError.message, /on release its key was gone or held by another owner/)
     assert.equal(signal.aborted, true)
+    assert.equal(signal.reason, lock.lossError, 'one error: the signal\'s, onLost\'s, the event\'s')
     assert.equal(onLost.length, 1)
+    assert.equal(onLost[0], lock.lossError)
     assert.equal(a.lostEvents.length, 1)
+    assert.equal(a.stats().lost, 1, 'a loss a release found counts as one')
+    assert.equal(a.stats().released, 0)
     assert.equal(await lock.release(), false, 'a second release')
     assert.equal(onLost.length, 1, 'reported once')
     assert.equal(a.lostEvents.length, 1)
@@ -108,6 +113,21 @@ test('lock.release() keeps resolving false when the key is gone, and reports the
     assert.equal(onLost.length, 1)
     assert.equal(a.lostEvents.length, 1)
     assert.equal(await a.withLock('loss:release', async () => 'fine'), 'fine')
+    assert.equal(a.lostEvents.length, 1)
+  } finally {
+    await a.close()
+  }
+})
+
+test('a lock whose validity ran out and whose key is gone is lost for its validity, reported once', async () => {
+  const a = client()
+  try {
+    const gone = await a.acquire('loss:late', { ttl: 300, autoRenew: false })
+    await waitFor(() => !gone.held, { what: 'the validity to run out locally' })
+    await redis.del('loss:late')
+    assert.equal(await gone.release(), false)
+    assert.equal(gone.status, 'lost')
+    assert.match(gone.lossError.message, /its validity ran out/)
     assert.equal(a.lostEvents.length, 1)
   } finally {
     await a.close()

@@ -1,8 +1,9 @@
 'use strict'
 
 // The JS `Lock`: a view of the native lock. Key, token, validity, status and
-// the loss are the native lock's; this object adds what only JS can hold: the
-// AbortSignal, the `onLost` callback and the loss a release discovers.
+// the loss (found by a renewal or by a release) are the native lock's; this
+// object adds what only JS can hold: the AbortSignal, the `onLost` callback,
+// and the close that ended it.
 
 const { LockError, withStack, invalidType } = require('./errors')
 const { kLock, kReport, kForget, kEnd, kClosed, kLost, channels, rethrowLater } = require('./internal')
@@ -16,10 +17,8 @@ class Lock {
   /** The client: a lock that can still be reached keeps its client (and so its loss events) alive. */
   #client
   #delivered = false
-  #releaseCalled = false
   /** The ERR_LOCK_CLOSED error when `close()` ended the lock while it was held. */
   #closedBy = null
-  #handedOver = false
 
   constructor(native, onLost, client) {
     this.#native = native
@@ -48,15 +47,12 @@ class Lock {
     return this.#native.held
   }
   /**
-   * 'held', 'released', 'lost' (also when a release found the key gone or
-   * another owner's) or 'handed-over' (see `handOver`).
+   * 'held', 'released', 'lost' (also once its validity ran out, and when a
+   * release found the key gone or another owner's) or 'handed-over' (see
+   * `handOver`).
    */
   get status() {
-    if (this.#handedOver) return 'handed-over'
-    if (this.#loss) return 'lost'
-    // 'expired': the validity ran out before the watchdog recorded the loss.
-    const s = this.#native.status
-    return s === 'expired' ? 'lost' : s
+    return this.#native.status
   }
   /** The lease length renewals restore, in ms. */
   get ttl() {
@@ -85,11 +81,11 @@ class Lock {
   /** The `LockError` (ERR_LOCK_LOST) the lock was lost with, or null. */
   get lossError() {
     if (this.#loss) return this.#loss
-    const s = this.#native.status
-    // The native lock builds a new LockError at each read of `loss`.
-    if (s === 'lost') this.#loss = this.#native.loss
-    else if (s === 'expired') return this.#native.loss
-    return this.#loss
+    // The native lock builds a new LockError at each read: a recorded loss is
+    // kept, so every reader gets the one the signal aborted with.
+    const loss = this.#native.loss
+    if (loss && this.#native.ended) this.#loss = loss
+    return loss
   }
 
   /** Aborts with a `LockError` (code ERR_LOCK_LOST, or ERR_LOCK_CLOSED) when the lock is lost or its client closed. */
@@ -99,7 +95,7 @@ class Lock {
       // Whoever holds the signal keeps the lock reachable, so it is not
       // collected (and its renewal stopped) while work still listens to it.
       this.#controller.signal[kLock] = this
-      const ended = this.#closedBy || (this.#native.status === 'lost' ? this.lossError : null) || this.#loss
+      const ended = this.#closedBy || this.#recordedLoss()
       if (ended) this.#controller.abort(ended)
     }
     return this.#controller.signal
@@ -131,13 +127,15 @@ class Lock {
    */
   handOver() {
     this.#deliverLoss()
-    const info = this.#closedBy || this.#releaseCalled ? null : this.#native.handOver()
-    if (!info) {
-      const why = this.#closedBy ? 'its client was closed' : this.#releaseCalled ? 'it was released' : 'it is no longer held'
-      throw new LockError('ERR_LOCK_LOST', `lock "${this.key}" cannot be handed over: ${why}`, { key: this.key })
+    if (this.#closedBy) {
+      throw new LockError('ERR_LOCK_LOST', `lock "${this.key}" cannot be handed over: its client was closed`, { key: this.key })
     }
-    this.#handedOver = true
-    this.#releaseCalled = true
+    let info
+    try {
+      info = this.#native.handOver()
+    } catch (e) {
+      throw withStack(e)
+    }
     this.#client[kForget](this.#native.id)
     return { key: info.key, keys: info.keys, token: info.token, remaining: info.remaining, fence: info.fence ?? null }
   }
@@ -151,24 +149,17 @@ class Lock {
    */
   release() {
     this.#deliverLoss()
-    // Only the first release of a lock still held can discover a loss.
-    const status = this.#native.status
-    const expired = status === 'expired' ? this.#native.loss : null
-    const discovers = !this.#releaseCalled && !this.#closedBy && (status === 'held' || status === 'expired')
-    this.#releaseCalled = true
     // Released: no loss event needs to find this lock any more.
     this.#client[kForget](this.#native.id)
     const released = this.#native.release().then(
-      (ok) => {
-        if (!ok) {
-          // Lost natively just before the release? Its event may still be queued.
-          this.#deliverLoss()
-          if (discovers && !this.#delivered) {
-            const err = expired || new LockError('ERR_LOCK_LOST', `lock "${this.key}" was lost: on release its key was gone or held by another owner`, { key: this.key })
-            this.#client[kReport](err, this)
-          }
-        }
-        return ok
+      (out) => {
+        if (out === true) return true
+        // The loss this release found (the native lock records it): reported
+        // here, before the release resolves, as a renewal's would be.
+        if (out instanceof Error) this.#client[kReport](withStack(out), this)
+        // Lost natively just before the release? Its event may still be queued.
+        else this.#deliverLoss()
+        return false
       },
       (e) => {
         throw withStack(e)
@@ -181,9 +172,16 @@ class Lock {
     })
   }
 
-  /** Tells the signal and onLost of a loss the native side knows of, once. */
+  /** The loss the native side recorded (not one only the clock tells yet), or null. */
+  #recordedLoss() {
+    return this.#native.ended && this.#native.status === 'lost' ? this.lossError : null
+  }
+
+  /** Tells the signal and onLost of a loss the native side recorded, once. */
   #deliverLoss() {
-    if (!this.#delivered && this.#native.status === 'lost') this[kLost](this.lossError)
+    if (this.#delivered) return
+    const loss = this.#recordedLoss()
+    if (loss) this[kLost](loss)
   }
 
   async [Symbol.asyncDispose]() {
@@ -197,8 +195,7 @@ class Lock {
 
   /** @internal called by the client when `close()` ends this lock while it is held. */
   [kClosed](err) {
-    const s = this.#native.status
-    if (this.#delivered || this.#releaseCalled || (s !== 'held' && s !== 'expired')) return
+    if (this.#delivered || this.#native.ended) return
     this.#closedBy = err
     this.#end(err)
   }

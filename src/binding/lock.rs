@@ -6,7 +6,7 @@ use crate::binding::events::NodeReport;
 use crate::binding::fast;
 use crate::binding::settle::settle_later;
 use crate::core::config::lease_millis;
-use crate::core::lock::Status;
+use crate::core::lock::{Release, Status};
 use crate::core::Lock;
 
 /// What a handed-over lock gives the client that continues it with `adopt`.
@@ -83,17 +83,26 @@ impl NativeLock {
             .collect()
     }
 
-    /// `'held'`, `'released'`, `'lost'`, or `'expired'`: held, but its validity
-    /// deadline passed before the watchdog recorded the loss (its holder counts
-    /// it as lost from that instant).
+    /// `'held'`, `'released'`, `'lost'` (also once its validity ran out
+    /// before the watchdog recorded the loss: its holder counts it as lost
+    /// from that instant; and when a release found its key gone or another
+    /// owner's) or `'handed-over'`.
     #[napi(getter)]
     pub fn status(&self) -> &'static str {
         match self.lock.status() {
             Status::Held if self.lock.is_held() => "held",
-            Status::Held => "expired",
+            Status::Held | Status::Lost => "lost",
             Status::Released => "released",
-            Status::Lost => "lost",
+            Status::HandedOver => "handed-over",
         }
+    }
+
+    /// True once the lock ended: released, handed over, or lost with the
+    /// loss recorded (by the watchdog, or by a release that found it).
+    /// False while held, also once its validity ran out unrecorded.
+    #[napi(getter)]
+    pub fn ended(&self) -> bool {
+        self.lock.status() != Status::Held
     }
 
     /// The lease length in ms that renewals restore.
@@ -134,24 +143,28 @@ impl NativeLock {
 
     /// Releases the lock (token-checked, on every node) after stopping its
     /// watchdog. Resolves true if it was ours and is now gone, false if it had
-    /// already been released, lost or taken over.
-    #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn release<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, bool>> {
+    /// already been released, lost or handed over, and the `LockError`
+    /// (`ERR_LOCK_LOST`) of the loss it found when its key was gone or another
+    /// owner's (the lock is recorded as lost; the caller reports it).
+    #[napi(ts_return_type = "Promise<boolean | Error>")]
+    pub fn release<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, Release>> {
         if let Some(promise) = fast::release(env, &self.lock) {
             return Ok(promise);
         }
         let lock = self.lock.clone();
-        settle_later(env, async move { lock.release().await.map_err(to_napi) })
+        settle_later(env, async move {
+            lock.release_reporting().await.map_err(to_napi)
+        })
     }
 
     /// Lets go of the lock without releasing it: the watchdog stops renewing,
     /// the keys keep their lease for another client to `adopt` with the token,
-    /// and nothing this lock does later deletes them. Null when it was no
-    /// longer held. Synchronous: no Redis call.
+    /// and nothing this lock does later deletes them. Throws `ERR_LOCK_LOST`
+    /// saying why when it was no longer held. Synchronous: no Redis call.
     #[napi]
-    pub fn hand_over(&self) -> Option<HandOverInfo> {
-        let h = self.lock.hand_over()?;
-        Some(HandOverInfo {
+    pub fn hand_over(&self) -> Result<HandOverInfo> {
+        let h = self.lock.hand_over().map_err(to_napi)?;
+        Ok(HandOverInfo {
             key: h.names.first().cloned().unwrap_or_default(),
             keys: h.names,
             token: h.token,
@@ -170,5 +183,16 @@ impl NativeLock {
         }
         let lock = self.lock.clone();
         settle_later(env, async move { lock.extend(ttl).await.map_err(to_napi) })
+    }
+}
+
+/// A release's outcome in JS: `true`, `false`, or the loss it found.
+impl ToNapiValue for Release {
+    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> Result<sys::napi_value> {
+        match val {
+            Release::Released => bool::to_napi_value(env, true),
+            Release::NotHeld => bool::to_napi_value(env, false),
+            Release::Lost(loss) => ErrorObject::to_napi_value(env, ErrorObject(loss)),
+        }
     }
 }

@@ -11,11 +11,12 @@ use futures_util::future::join_all;
 use crate::core::error::{LockError, NodeAnswer, Result};
 use crate::core::keys;
 use crate::core::lock::Lock;
+use crate::core::lock_state::lost;
 use crate::core::lock_state::{LockState, NewLock};
 use crate::core::model::{Answers, Request};
 use crate::core::node::Renewal;
 use crate::core::quorum::{self, Renewed, Tally};
-use crate::core::shared::{lost, Inner};
+use crate::core::shared::Inner;
 use crate::core::time::{later, ms_of};
 
 /// The longest token accepted: lockdog's own are 36 characters; other

@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::core::error::{ErrorCode, LockError, NodeReport, Result};
+use crate::core::lock_state::lost;
 use crate::core::lock_state::LockState;
-pub use crate::core::lock_state::Status;
+pub use crate::core::lock_state::{Release, Status};
 use crate::core::shared::Inner;
 
 /// What [`Lock::hand_over`] gives the client that continues the lock.
@@ -125,14 +126,7 @@ impl Lock {
     pub fn loss_now(&self) -> Option<LockError> {
         self.loss().or_else(|| {
             let expired = self.status() == Status::Held && !self.is_held();
-            let name = self.name();
-            expired.then(|| {
-                LockError::new(
-                    ErrorCode::Lost,
-                    format!("lock \"{name}\" was lost: its validity ran out"),
-                )
-                .with_key(name)
-            })
+            expired.then(|| lost(self.name(), "its validity ran out"))
         })
     }
 
@@ -144,10 +138,15 @@ impl Lock {
     /// Releases the lock everywhere. The watchdog stops first. `Ok(false)` when
     /// it had already been released or lost, or no longer held our token.
     pub async fn release(&self) -> Result<bool> {
+        Ok(matches!(self.release_reporting().await?, Release::Released))
+    }
+
+    /// [`Lock::release`], telling a loss it found from a lock that had ended.
+    pub async fn release_reporting(&self) -> Result<Release> {
         let state = self.state();
         let inner = &self.0.inner;
         if !inner.let_go(state) {
-            return Ok(false);
+            return Ok(Release::NotHeld);
         }
         let answers = inner.release_until_decided(state).await;
         inner.released_by_caller(state, &answers)
@@ -156,21 +155,34 @@ impl Lock {
     /// Lets go of the lock without releasing it, for another client to
     /// continue with `adopt`: the watchdog stops renewing, the keys stay with
     /// their lease, and nothing this handle does later deletes them (a release
-    /// resolves false, a loss sends no cleanup). `None` when it was no longer
-    /// held (released, lost, or its validity ran out).
-    pub fn hand_over(&self) -> Option<HandOver> {
+    /// resolves false, a loss sends no cleanup). `Err` (`ERR_LOCK_LOST`, or
+    /// `ERR_LOCK_CLOSED`) saying why when it was no longer held.
+    pub fn hand_over(&self) -> Result<HandOver> {
         let state = self.state();
         let inner = &self.0.inner;
         let remaining = state.remaining();
-        if !state.is_held() || !inner.let_go(state) {
-            return None;
-        }
-        Some(HandOver {
-            names: self.names(),
-            token: state.token.clone(),
-            remaining,
-            fence: state.fence,
-        })
+        let why = match state.status() {
+            _ if inner.ensure_open().is_err() => "its client was closed",
+            Status::Released => "it was released",
+            Status::HandedOver => "it was handed over",
+            Status::Lost => "it is no longer held",
+            Status::Held if !state.is_held() => "its validity ran out",
+            Status::Held if inner.hand_over(state) => {
+                return Ok(HandOver {
+                    names: self.names(),
+                    token: state.token.clone(),
+                    remaining,
+                    fence: state.fence,
+                })
+            }
+            Status::Held => "it is no longer held",
+        };
+        let label = state.label();
+        Err(LockError::new(
+            ErrorCode::Lost,
+            format!("lock \"{label}\" cannot be handed over: {why}"),
+        )
+        .with_key(label))
     }
 
     /// Extends the lease to `ttl` from now (same token) and makes `ttl` the

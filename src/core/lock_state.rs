@@ -15,6 +15,7 @@ use crate::core::time::{from_us, ms_of, to_us, wait_until};
 const HELD: u8 = 0;
 const RELEASED: u8 = 1;
 const LOST: u8 = 2;
+const HANDED_OVER: u8 = 3;
 
 /// Where a lock is in its life. Only `Held` can change, and only once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +23,20 @@ pub enum Status {
     Held,
     Released,
     Lost,
+    /// Let go for another client to continue (`hand_over`).
+    HandedOver,
+}
+
+/// What a holder's release came to.
+#[derive(Debug, Clone)]
+pub enum Release {
+    /// Its keys were ours and are gone now.
+    Released,
+    /// It had ended before: released, lost, handed over.
+    NotHeld,
+    /// Its keys were gone or another owner's: it was lost before the
+    /// release, and is recorded so; the caller reports this loss.
+    Lost(LockError),
 }
 
 pub struct LockState {
@@ -60,6 +75,8 @@ pub struct LockState {
     ended_flag: AtomicBool,
     ended_wake: Notify,
     loss: Mutex<Option<Box<LockError>>>,
+    /// Its validity had run out when its holder released it.
+    released_late: AtomicBool,
 }
 
 /// What [`LockState::new`] needs.
@@ -107,6 +124,7 @@ impl LockState {
             ended_flag: AtomicBool::new(false),
             ended_wake: Notify::new(),
             loss: Mutex::new(None),
+            released_late: AtomicBool::new(false),
         }
     }
 
@@ -126,6 +144,7 @@ impl LockState {
         match self.status.load(Ordering::Acquire) {
             HELD => Status::Held,
             RELEASED => Status::Released,
+            HANDED_OVER => Status::HandedOver,
             _ => Status::Lost,
         }
     }
@@ -204,7 +223,39 @@ impl LockState {
 
     /// Moves from `Held` to `Released`; false if it had already ended.
     pub fn end_released(&self) -> bool {
-        self.end(RELEASED)
+        let late = Instant::now() >= self.deadline();
+        let won = self.end(RELEASED);
+        if won {
+            self.released_late.store(late, Ordering::Release);
+        }
+        won
+    }
+
+    /// Moves from `Held` to `HandedOver`; false if it had already ended.
+    pub fn end_handed_over(&self) -> bool {
+        self.end(HANDED_OVER)
+    }
+
+    /// The holder's release found its keys gone or another owner's: the
+    /// lock, `Released` since the release began, was lost before it (its
+    /// validity had run out, or a key went), and keeps why.
+    pub fn lost_before_release(&self) -> Option<LockError> {
+        let why = if self.released_late.load(Ordering::Acquire) {
+            "its validity ran out"
+        } else {
+            "on release its key was gone or held by another owner"
+        };
+        let err = lost(&self.label(), why);
+        let mut loss = sync::lock(&self.loss);
+        let moved = self
+            .status
+            .compare_exchange(RELEASED, LOST, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if !moved {
+            return None;
+        }
+        *loss = Some(Box::new(err.clone()));
+        Some(err)
     }
 
     /// Moves from `Held` to `Lost`, keeping why; false if it had already ended.
@@ -251,6 +302,15 @@ impl LockState {
     }
 }
 
+/// The error a lost lock reports.
+pub fn lost(label: &str, reason: &str) -> LockError {
+    LockError::new(
+        crate::core::error::ErrorCode::Lost,
+        format!("lock \"{label}\" was lost: {reason}"),
+    )
+    .with_key(label)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,6 +345,36 @@ mod tests {
         assert_eq!(s.status(), Status::Lost);
         assert_eq!(s.loss().map(|e| e.code), Some(ErrorCode::Lost));
         assert_eq!(s.remaining(), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_release_that_found_the_key_gone_records_the_loss_it_found() {
+        let s = state(Duration::from_secs(5));
+        assert!(s.end_released());
+        let found = s.lost_before_release().expect("released, now lost");
+        assert!(
+            found.message.contains("on release its key was gone"),
+            "{}",
+            found.message
+        );
+        assert_eq!(s.status(), Status::Lost);
+        assert_eq!(s.loss().map(|e| e.message), Some(found.message));
+        assert!(s.lost_before_release().is_none(), "recorded once");
+        // Released after its validity ran out: lost to that.
+        let s = state(Duration::ZERO);
+        assert!(s.end_released());
+        let found = s.lost_before_release().expect("lost");
+        assert!(
+            found.message.contains("its validity ran out"),
+            "{}",
+            found.message
+        );
+        // Handed over: nothing a release finds is a loss of this lock.
+        let s = state(Duration::from_secs(5));
+        assert!(s.end_handed_over());
+        assert_eq!(s.status(), Status::HandedOver);
+        assert!(!s.end_released());
+        assert!(s.lost_before_release().is_none());
     }
 
     #[test]

@@ -11,11 +11,12 @@ use futures_util::future::join_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use crate::core::error::{LockError, NodeAnswer, Result};
+use crate::core::lock_state::lost;
 use crate::core::lock_state::{LockState, Status};
 use crate::core::node::Renewal;
 use crate::core::ops;
 use crate::core::quorum::{Renewed, Tally};
-use crate::core::shared::{lost, Event, Inner};
+use crate::core::shared::{Event, Inner};
 use crate::core::time::{later, ms_of};
 use crate::core::watchdog::{Renewer, Watchdog};
 
@@ -297,6 +298,7 @@ pub(crate) fn extendable(inner: &Inner, state: &LockState, ttl: Duration) -> Res
     match state.status() {
         Status::Held => {}
         Status::Released => return Err(lost(&label(), "it was already released")),
+        Status::HandedOver => return Err(lost(&label(), "it was handed over")),
         Status::Lost => {
             return Err(state
                 .loss()
@@ -327,7 +329,7 @@ pub(crate) fn extended(
     ttl: Duration,
 ) -> Result<()> {
     inner.report_faults(answers);
-    if state.status() == Status::Released {
+    if matches!(state.status(), Status::Released | Status::HandedOver) {
         // Sent before the caller released the lock (one connection keeps the
         // order): the nodes ran it first, so it stands as they answered it,
         // and the lock stays released.

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::core::broken;
 use crate::core::config::ClientConfig;
 use crate::core::error::{LockError, NodeAnswer, NodeReport, Result};
-use crate::core::lock_state::LockState;
+use crate::core::lock_state::{LockState, Release};
 use crate::core::model::{Answers, LockKind};
 use crate::core::node::collect::{Call, Collect};
 use crate::core::node::{Node, Renewal};
@@ -189,7 +189,17 @@ impl Inner {
     /// watchdog stops renewing it and it no longer counts as held. False when
     /// it had already ended (released, lost, handed over or dropped).
     pub(crate) fn let_go(&self, state: &LockState) -> bool {
-        if !state.end_released() {
+        self.stop_holding(state, state.end_released())
+    }
+
+    /// Ends `state` as handed over: as [`Inner::let_go`], and nothing is
+    /// sent, now or later.
+    pub(crate) fn hand_over(&self, state: &LockState) -> bool {
+        self.stop_holding(state, state.end_handed_over())
+    }
+
+    fn stop_holding(&self, state: &LockState, ended: bool) -> bool {
+        if !ended {
             return false;
         }
         self.watchdog.unwatch(state.id);
@@ -197,18 +207,26 @@ impl Inner {
         true
     }
 
-    /// The verdict of a caller's release (after [`Inner::let_go`]), counted
-    /// when it released the lock; either driver gathers the answers.
+    /// The verdict of a caller's release (after [`Inner::let_go`]), counted;
+    /// either driver gathers the answers. Keys gone or another owner's mean
+    /// the lock was lost before the release: it is recorded as lost, and the
+    /// caller reports the loss it is given.
     pub(crate) fn released_by_caller(
         &self,
         state: &LockState,
         answers: &[NodeAnswer],
-    ) -> Result<bool> {
-        let out = self.release_verdict(state, answers);
-        if let Ok(true) = out {
+    ) -> Result<Release> {
+        if self.release_verdict(state, answers)? {
             self.stats.released.fetch_add(1, Ordering::Relaxed);
+            return Ok(Release::Released);
         }
-        out
+        match state.lost_before_release() {
+            Some(loss) => {
+                self.stats.lost.fetch_add(1, Ordering::Relaxed);
+                Ok(Release::Lost(loss))
+            }
+            None => Ok(Release::NotHeld),
+        }
     }
 
     /// Sends a token-checked release everywhere; the lock has already ended locally.
@@ -352,13 +370,4 @@ impl Inner {
             let _ = inner.release_state(&state).await;
         });
     }
-}
-
-/// The error a lost lock reports.
-pub fn lost(label: &str, reason: &str) -> LockError {
-    LockError::new(
-        crate::core::error::ErrorCode::Lost,
-        format!("lock \"{label}\" was lost: {reason}"),
-    )
-    .with_key(label)
 }

@@ -16,6 +16,7 @@ use super::reactor::Reactor;
 use crate::binding::errors::{to_napi, JsResult};
 use crate::binding::settle::{self, Deferred};
 use crate::core::fast;
+use crate::core::lock::Release;
 use crate::core::Lock;
 
 /// Settles at once, or after the events the operation reported.
@@ -61,7 +62,7 @@ pub(super) fn fan_out<Op: 'static>(
 }
 
 /// A release on the fast path, or `None` for the tokio path.
-pub fn release<'env>(env: &'env Env, lock: &Lock) -> Option<PromiseRaw<'env, bool>> {
+pub fn release<'env>(env: &'env Env, lock: &Lock) -> Option<PromiseRaw<'env, Release>> {
     let (r, fast) = lookup(env, Arc::as_ptr(lock.parts().1) as usize)?;
     let conns = fast.ready(&r)?;
     let raw_env = env.raw();

@@ -15,7 +15,8 @@ pub struct LockStats {
     pub contended: f64,
     /// Successful renewals and extensions.
     pub renewed: f64,
-    /// Locks lost while held.
+    /// Locks lost while held (found by a renewal, by the clock, or by the
+    /// holder's own release).
     pub lost: f64,
     /// Locks released by their holder.
     pub released: f64,

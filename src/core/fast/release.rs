@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::{packed, Decided, Late, Packed, Reply};
 use crate::core::error::Result;
 use crate::core::keys::CHANNEL_PREFIX;
-use crate::core::lock::Lock;
+use crate::core::lock::{Lock, Release};
 use crate::core::lock_state::LockState;
 use crate::core::ops;
 use crate::core::shared::Inner;
@@ -24,10 +24,10 @@ pub struct FastRelease {
 
 /// Starts releasing `lock`: `Err` with the answer when there is nothing to
 /// send (it had already ended), as on tokio.
-pub fn fast_release(lock: &Lock) -> std::result::Result<FastRelease, bool> {
+pub fn fast_release(lock: &Lock) -> std::result::Result<FastRelease, Release> {
     let (state, inner) = lock.parts();
     if !inner.let_go(state) {
-        return Err(false);
+        return Err(Release::NotHeld);
     }
     let call = ops::release::call_for(state.kind, &state.keys, &state.token, CHANNEL_PREFIX);
     Ok(FastRelease {
@@ -41,7 +41,7 @@ pub fn fast_release(lock: &Lock) -> std::result::Result<FastRelease, bool> {
 }
 
 impl Decided for FastRelease {
-    type Out = bool;
+    type Out = Release;
 
     fn packed(&self) -> Packed {
         self.packed.clone()
@@ -55,7 +55,7 @@ impl Decided for FastRelease {
         self.op.faulted()
     }
 
-    fn answer(&mut self, i: usize, reply: Reply) -> Option<Result<bool>> {
+    fn answer(&mut self, i: usize, reply: Reply) -> Option<Result<Release>> {
         let answers = self.late.follow(self.op.on_reply(i, reply))?;
         Some(self.inner.released_by_caller(&self.state, &answers))
     }
