@@ -419,7 +419,7 @@ export interface LockStats {
   /**
    * Acquisitions run on the addon's tokio runtime rather than on the JS
    * thread's own loop (Bun and Deno, TLS, Cluster, Sentinel, `waitReplicas`,
-   * or before the client's first connections are up).
+   * or made while a connection owed 8,192 replies).
    */
   onTokio: number
 }

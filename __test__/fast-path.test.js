@@ -8,7 +8,8 @@ const { test, before, after, afterEach, describe } = require('node:test')
 const assert = require('node:assert/strict')
 const { Worker } = require('node:worker_threads')
 const { LockClient } = require('lockdog')
-const { startRedis, inspector, runWorker, waitFor, lockClient } = require('./helpers')
+const { startRedis, inspector, runWorker, waitFor, lockClient, freePort } = require('./helpers')
+const { RedisServer } = require('../scripts/local-redis')
 
 let servers = []
 let probes = []
@@ -389,6 +390,57 @@ for (const [how, kind] of Object.entries(KINDS)) {
     }
   })
 }
+
+test('a fresh client\'s first acquisitions, of every kind, run on the JS thread: they wait for its connections to open', async () => {
+  for (const fast of [true, false]) {
+    const locks = client(fast, { url: servers[1].url })
+    const controller = new AbortController()
+    const key = `fast:first:${fast}`
+    // Made at once, before any connection of the client is open.
+    const taking = [
+      locks.acquire(`${key}:lock`, { ttl: 10000 }),
+      locks.acquire(`${key}:signal`, { ttl: 10000, signal: controller.signal, waitTimeout: 3000 }),
+      locks.semaphore(`${key}:sem`, { limit: 3 }).acquire({ ttl: 10000, permits: 2 }),
+      locks.readWriteLock(`${key}:rw`).writeLock({ ttl: 10000 }),
+      locks.readWriteLock(`${key}:rw2`).readLock({ ttl: 10000 }),
+      locks.acquire(`${key}:fair`, { ttl: 10000, fair: true }),
+      locks.semaphore(`${key}:fairsem`, { limit: 2, fair: true }).acquire({ ttl: 10000 }),
+    ]
+    const held = await Promise.all(taking)
+    assert.equal(locks.stats().onTokio, fast ? 0 : taking.length, `onTokio (${fast ? 'fast path' : 'tokio path'})`)
+    for (const lock of held) assert.equal(await lock.release(), true)
+  }
+})
+
+test('an acquisition begun before its server is up waits it out on the JS thread, and the watchdog keeps what it took', async () => {
+  const server = new RedisServer(await freePort(), [])
+  try {
+    const locks = client(true, { url: server.url, connectTimeout: 500 })
+    const errors = []
+    locks.on('error', (e) => errors.push(e))
+    const taking = locks.acquire('fast:late-server', { ttl: 900, retryDelay: 50, waitTimeout: 8000 })
+    await waitFor(() => errors.length >= 1, { what: 'a connection refused, reported' })
+    assert.equal(errors[0].code, 'ERR_LOCK_CONNECTION')
+    await server.start()
+    const lock = await taking
+    assert.equal(locks.stats().onTokio, 0, 'no tokio task ran the acquisition')
+    const probe = inspector(server)
+    try {
+      // Renewed on the runtime's connections (the watchdog's): two TTLs later it is still ours.
+      const renewed = locks.stats().renewed
+      await waitFor(() => locks.stats().renewed >= renewed + 3, { what: 'three renewals' })
+      assert.equal(lock.held, true)
+      assert.equal(await probe.get('fast:late-server'), lock.token)
+      assert.equal(await lock.release(), true)
+    } finally {
+      probe.disconnect()
+    }
+  } finally {
+    await Promise.all(clients.map((c) => c.close()))
+    clients = []
+    await server.stop()
+  }
+})
 
 test('a semaphore on several nodes (Redlock slots) is taken and given back on the JS thread', async () => {
   const holder = client(false, { nodes: servers.map((s) => s.url) })

@@ -13,7 +13,7 @@ use std::time::Instant;
 use napi::bindgen_prelude::{within_runtime_if_available, PromiseRaw};
 use napi::{sys, Env};
 
-use super::clients::{key_of, lookup};
+use super::clients::{key_of, lookup, Found, Opened};
 use super::conn::Conn;
 use super::ops::finish;
 use super::reactor::Reactor;
@@ -108,7 +108,8 @@ pub fn acquire<'env>(
     let Some((r, fast)) = lookup(env, key_of(client)) else {
         return Err(request);
     };
-    let Some(conns) = fast.ready(&r) else {
+    // The connections being opened: the commands wait for them.
+    let Some(found) = fast.for_operation(&r) else {
         return Err(request);
     };
     let Some(runtime) = within_runtime_if_available(|| tokio::runtime::Handle::try_current().ok())
@@ -119,7 +120,22 @@ pub fn acquire<'env>(
     let Ok((deferred, promise)) = settle::promise(raw_env) else {
         return Err(request);
     };
-    let mut op = fast::fast_acquire(client, request, runtime)?;
+    if !fast.warmed.replace(true) {
+        // The watchdog renews on the runtime's connections: open now, they
+        // are there for the first renewal.
+        fast::warm_runtime(client, &runtime);
+    }
+    let opening: Vec<usize> = (0..found.len())
+        .filter(|&i| matches!(found[i], Found::Opening))
+        .collect();
+    let mut op = fast::fast_acquire(client, request, runtime, !opening.is_empty())?;
+    let conns = found
+        .into_iter()
+        .map(|f| match f {
+            Found::Ready(conn) => Some(conn),
+            _ => None,
+        })
+        .collect();
     let first = op.sends();
     let driving = Rc::new(Driving {
         id: Cell::new(None),
@@ -134,6 +150,7 @@ pub fn acquire<'env>(
         cancel_asked: Cell::new(false),
         close_asked: Cell::new(false),
         notice_asked: Cell::new(false),
+        opening: Cell::new(opening.len()),
         due: Cell::new(None),
         told: RefCell::new(None),
     });
@@ -147,6 +164,22 @@ pub fn acquire<'env>(
         });
         handle.on_cancel(Rc::downgrade(&tell));
         *driving.told.borrow_mut() = Some(tell);
+    }
+    // Its connections being opened: it begins once they are.
+    for node in opening {
+        let weak = Rc::downgrade(&driving);
+        fast.when_open(
+            &driving.reactor,
+            node,
+            Box::new(move |_| {
+                if let Some(d) = weak.upgrade() {
+                    d.opening.set(d.opening.get().saturating_sub(1));
+                    if d.opening.get() == 0 {
+                        d.turn();
+                    }
+                }
+            }),
+        );
     }
     driving.send_all(first);
     driving.rearm();
@@ -164,8 +197,8 @@ struct Driving {
     op: RefCell<fast::FastAcquire>,
     inbox: RefCell<VecDeque<(usize, Purpose, fast::Reply)>>,
     /// Each node's connection, as of its last command (a broken one is
-    /// replaced by the client's next one).
-    conns: RefCell<Vec<Rc<Conn>>>,
+    /// replaced by the client's next one; `None` until one is open).
+    conns: RefCell<Vec<Option<Rc<Conn>>>>,
     reactor: Rc<Reactor>,
     deferred: Cell<Option<Deferred>>,
     env: sys::napi_env,
@@ -177,6 +210,8 @@ struct Driving {
     close_asked: Cell<bool>,
     /// Its place in the key's line was woken: the machine hears it at its next turn.
     notice_asked: Cell<bool>,
+    /// Its connections still being opened: at 0 the machine hears they are.
+    opening: Cell<usize>,
     /// Its alarm set for this instant went off: the machine hears the time at its next turn.
     due: Cell<Option<Instant>>,
     /// What the caller's cancel handle calls (it holds it weakly).
@@ -185,40 +220,60 @@ struct Driving {
 
 impl Driving {
     /// Sends what the machine asked for, each on its node's connection, in
-    /// order behind what went there before (an undo runs after its attempt).
+    /// order behind what went there before (an undo runs after its attempt);
+    /// what is for a connection being opened waits for it, in that order.
     fn send_all(self: &Rc<Self>, sends: Vec<fast::Send>) {
         for s in sends {
             let deadline = Instant::now() + s.timeout;
             let (node, purpose) = (s.node, s.purpose);
             let me = self.clone();
-            let on_reply = Box::new(move |reply| {
+            let on_reply: fast::OnReply = Box::new(move |reply| {
                 me.inbox.borrow_mut().push_back((node, purpose, reply));
                 me.pump();
             });
             match self.conn(node) {
-                Some(conn) => conn.send(s.packed, deadline, on_reply),
+                Found::Ready(conn) => conn.send(s.packed, deadline, on_reply),
+                Found::Opening => {
+                    let me = self.clone();
+                    let packed = s.packed;
+                    let then: Opened = Box::new(move |opened| match opened {
+                        Ok(conn) => {
+                            if let Some(slot) = me.conns.borrow_mut().get_mut(node) {
+                                *slot = Some(conn.clone());
+                            }
+                            conn.send(packed, deadline, on_reply);
+                            me.reactor.arm_for(deadline);
+                        }
+                        // Never sent: an outage to the machine, which retries.
+                        Err(why) => on_reply(Err(NodeAnswer::Unreachable(why.into()))),
+                    });
+                    match self.reactor.clients.borrow().get(&self.client).cloned() {
+                        Some(fast) => fast.when_open(&self.reactor, node, then),
+                        None => then(Err("the client is closed".into())),
+                    }
+                }
                 // An outage to the machine: it retries, by then connected again.
-                None => on_reply(Err(NodeAnswer::Unreachable(
-                    "the connection is being opened again".into(),
-                ))),
+                Found::Down(why) => on_reply(Err(NodeAnswer::Unreachable(why.into()))),
             }
             self.reactor.arm_for(deadline);
         }
     }
 
     /// Node `node`'s connection: the one it used, or, once that broke (a
-    /// cut, a server restart), the client's new one when it is ready.
-    fn conn(&self, node: usize) -> Option<Rc<Conn>> {
-        let used = self.conns.borrow().get(node).cloned();
+    /// cut, a server restart) or before one was open, the client's.
+    fn conn(&self, node: usize) -> Found {
+        let used = self.conns.borrow().get(node).cloned().flatten();
         if let Some(conn) = used.filter(|c| c.usable()) {
-            return Some(conn);
+            return Found::Ready(conn);
         }
-        let fast = self.reactor.clients.borrow().get(&self.client).cloned()?;
-        let conn = fast.conn(&self.reactor, node)?;
-        if let Some(slot) = self.conns.borrow_mut().get_mut(node) {
-            *slot = conn.clone();
+        let Some(fast) = self.reactor.clients.borrow().get(&self.client).cloned() else {
+            return Found::Down("the client is closed".into());
+        };
+        let found = fast.find(&self.reactor, node);
+        if let (Found::Ready(conn), Some(slot)) = (&found, self.conns.borrow_mut().get_mut(node)) {
+            *slot = Some(conn.clone());
         }
-        Some(conn)
+        found
     }
 
     /// Feeds the machine what came (its client's close, the caller's cancel,
@@ -236,6 +291,8 @@ impl Driving {
                 op.cancel()
             } else if self.notice_asked.replace(false) {
                 op.notice(Instant::now())
+            } else if self.opening.get() == 0 && op.connecting() {
+                op.connected(Instant::now())
             } else if let Some(at) = self.due.take() {
                 op.timeout(Some(at), Instant::now())
             } else {

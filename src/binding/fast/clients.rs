@@ -1,7 +1,7 @@
 //! One client's fast connections on a JS thread: each node's slot, opened
 //! on a thread of its own and handed over once ready.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,10 +18,26 @@ pub(super) const RETRY_CONNECT: Duration = Duration::from_millis(500);
 
 /// A node's fast connection, as far as it got.
 pub(super) enum Slot {
-    /// None yet; the next operation may try again from this instant on.
-    Idle(Option<Instant>),
-    Connecting,
+    /// None yet; the next operation may try again from this instant on
+    /// (why the last try failed).
+    Idle(Option<Instant>, Option<String>),
+    /// Opening; what waits for it, and the alarm that keeps the loop alive
+    /// meanwhile.
+    Connecting(Vec<Opened>, Option<(Instant, u64)>),
     Ready(Rc<Conn>),
+}
+
+/// What waits for a connection being opened: called with it, or with why
+/// it could not be opened.
+pub(super) type Opened = Box<dyn FnOnce(Result<Rc<Conn>, String>)>;
+
+/// Node `i`'s connection as an acquisition finds it.
+pub(super) enum Found {
+    Ready(Rc<Conn>),
+    /// Being opened: what is given to [`FastClient::when_open`] waits for it.
+    Opening,
+    /// Not open, and not being opened before a while: why.
+    Down(String),
 }
 
 /// One client's fast connections on this JS thread.
@@ -30,59 +46,100 @@ pub(super) struct FastClient {
     pub(super) infos: Vec<ConnectionInfo>,
     pub(super) connect_timeout: Duration,
     pub(super) slots: Vec<RefCell<Slot>>,
+    /// The runtime's own connections (the watchdog's) were asked to open.
+    pub(super) warmed: Cell<bool>,
 }
 
 impl Drop for FastClient {
     fn drop(&mut self) {
+        let mut holds = Vec::new();
         for slot in &self.slots {
-            if let Ok(Slot::Ready(conn)) = slot.try_borrow().as_deref() {
-                conn.retire();
+            match slot.try_borrow_mut().as_deref_mut() {
+                Ok(Slot::Ready(conn)) => conn.retire(),
+                // What waited for it is dropped unanswered (its acquisition
+                // ended with the client); the process is no longer held for it.
+                Ok(Slot::Connecting(_, hold)) => holds.extend(hold.take()),
+                _ => {}
+            }
+        }
+        if holds.is_empty() {
+            return;
+        }
+        let r = REACTOR.try_with(|r| r.try_borrow().ok().and_then(|r| r.clone()));
+        if let Ok(Some(r)) = r {
+            for key in holds {
+                r.disarm(key);
             }
         }
     }
 }
 
 impl FastClient {
-    /// Every node's connection, when all are ready; otherwise the missing
-    /// ones start connecting and this operation takes the tokio path.
-    pub(super) fn ready(&self, r: &Reactor) -> Option<Vec<Rc<Conn>>> {
-        let mut conns = Vec::with_capacity(self.slots.len());
-        let mut saturated = false;
-        for (i, slot) in self.slots.iter().enumerate() {
-            let mut slot = slot.borrow_mut();
-            if let Slot::Ready(conn) = &*slot {
-                if conn.usable() {
-                    saturated |= conn.saturated();
-                    conns.push(conn.clone());
-                    continue;
-                }
-                *slot = Slot::Idle(None);
-            }
-            if let Slot::Idle(after) = &*slot {
-                if after.is_none_or(|t| Instant::now() >= t) {
-                    *slot = self.connect(r, i);
-                }
-            }
-        }
-        (!saturated && conns.len() == self.slots.len()).then_some(conns)
+    /// Each node's connection as an operation finds it (the missing ones
+    /// start connecting); `None` when one is so busy that the next command's
+    /// reply would come past its deadline: the tokio path paces what it sends.
+    pub(super) fn for_operation(&self, r: &Reactor) -> Option<Vec<Found>> {
+        let found: Vec<Found> = (0..self.slots.len()).map(|i| self.find(r, i)).collect();
+        let saturated = found
+            .iter()
+            .any(|f| matches!(f, Found::Ready(conn) if conn.saturated()));
+        (!saturated).then_some(found)
     }
 
-    /// Node `i`'s connection if it is ready; otherwise it starts connecting
-    /// (unless it is, or failed just now) and there is none for now.
-    pub(super) fn conn(&self, r: &Reactor, i: usize) -> Option<Rc<Conn>> {
-        let mut slot = self.slots.get(i)?.borrow_mut();
+    /// Node `i`'s connection: ready, being opened (it starts opening now
+    /// unless it failed just now), or down.
+    pub(super) fn find(&self, r: &Reactor, i: usize) -> Found {
+        let Some(slot) = self.slots.get(i) else {
+            return Found::Down("no such node".into());
+        };
+        let mut slot = slot.borrow_mut();
         if let Slot::Ready(conn) = &*slot {
             if conn.usable() {
-                return Some(conn.clone());
+                return Found::Ready(conn.clone());
             }
-            *slot = Slot::Idle(None);
+            *slot = Slot::Idle(None, None);
         }
-        if let Slot::Idle(after) = &*slot {
-            if after.is_none_or(|t| Instant::now() >= t) {
-                *slot = self.connect(r, i);
+        if let Slot::Idle(after, why) = &*slot {
+            if after.is_some_and(|t| Instant::now() < t) {
+                let why = why.clone();
+                return Found::Down(why.unwrap_or_else(|| "not connected".into()));
+            }
+            *slot = self.connect(r, i);
+        }
+        match &*slot {
+            Slot::Ready(conn) => Found::Ready(conn.clone()),
+            Slot::Connecting(..) => Found::Opening,
+            Slot::Idle(_, why) => Found::Down(why.clone().unwrap_or_default()),
+        }
+    }
+
+    /// `then` runs once node `i`'s connection, being opened, is open or has
+    /// failed to; at once when it is not being opened.
+    pub(super) fn when_open(&self, r: &Reactor, i: usize, then: Opened) {
+        let Some(slot) = self.slots.get(i) else {
+            return then(Err("no such node".into()));
+        };
+        let mut s = slot.borrow_mut();
+        match &mut *s {
+            Slot::Connecting(waiting, hold) => {
+                if hold.is_none() {
+                    // A promise waiting on a connection keeps the process alive.
+                    let until = Instant::now() + self.connect_timeout + RETRY_CONNECT;
+                    *hold = Some(r.alarm(until, Box::new(|| {})));
+                }
+                waiting.push(then);
+            }
+            Slot::Ready(conn) => {
+                let conn = conn.clone();
+                drop(s);
+                then(Ok(conn));
+            }
+            Slot::Idle(_, why) => {
+                let why = why.clone().unwrap_or_else(|| "not connected".into());
+                drop(s);
+                then(Err(why));
             }
         }
-        None
     }
 
     /// Opens node `i`'s connection on a thread of its own; the JS thread
@@ -103,8 +160,8 @@ impl FastClient {
                 }
             });
         match opening {
-            Ok(_) => Slot::Connecting,
-            Err(_) => Slot::Idle(Some(Instant::now() + RETRY_CONNECT)),
+            Ok(_) => Slot::Connecting(Vec::new(), None),
+            Err(e) => Slot::Idle(Some(Instant::now() + RETRY_CONNECT), Some(e.to_string())),
         }
     }
 }
@@ -123,11 +180,23 @@ pub(super) fn installed(
     let Some(slot) = client.slots.get(i) else {
         return;
     };
-    let conn = opened.ok().and_then(|sock| Conn::open(&r, sock));
-    *slot.borrow_mut() = match conn {
-        Some(conn) => Slot::Ready(conn),
-        None => Slot::Idle(Some(Instant::now() + RETRY_CONNECT)),
+    let conn = opened.and_then(|sock| {
+        Conn::open(&r, sock).ok_or_else(|| "its socket could not be polled".to_string())
+    });
+    let next = match &conn {
+        Ok(conn) => Slot::Ready(conn.clone()),
+        Err(why) => Slot::Idle(Some(Instant::now() + RETRY_CONNECT), Some(why.clone())),
     };
+    let was = std::mem::replace(&mut *slot.borrow_mut(), next);
+    // What waited for it goes on now, in the order it came.
+    if let Slot::Connecting(waiting, hold) = was {
+        if let Some(key) = hold {
+            r.disarm(key);
+        }
+        for then in waiting {
+            then(conn.clone());
+        }
+    }
 }
 
 pub(super) fn key_of(client: &core::Client) -> usize {
@@ -151,10 +220,11 @@ pub fn register(env: &Env, client: &core::Client) -> bool {
         key,
         slots: infos
             .iter()
-            .map(|_| RefCell::new(Slot::Idle(None)))
+            .map(|_| RefCell::new(Slot::Idle(None, None)))
             .collect(),
         infos,
         connect_timeout: client.config().connect_timeout,
+        warmed: Cell::new(false),
     };
     r.clients.borrow_mut().insert(key, Rc::new(fast));
     true
@@ -181,8 +251,30 @@ pub fn abandon(client: &core::Client) {
 
 /// The client closes: no more fast operations.
 pub fn retire(client: &core::Client) {
+    let key = key_of(client);
     // Its acquisitions end first: an attempt in flight is undone on its connections.
-    super::acquire::closing(key_of(client));
+    super::acquire::closing(key);
+    // What still waits for a connection being opened (a release, an extend)
+    // is answered: the node is unreachable now.
+    let fast = REACTOR
+        .try_with(|r| {
+            let r = r.try_borrow().ok()?;
+            let fast = r.as_ref()?.clients.borrow().get(&key).cloned();
+            fast
+        })
+        .ok()
+        .flatten();
+    if let Some(fast) = fast {
+        for slot in &fast.slots {
+            let waiting = match slot.try_borrow_mut().as_deref_mut() {
+                Ok(Slot::Connecting(waiting, _)) => std::mem::take(waiting),
+                _ => Vec::new(),
+            };
+            for then in waiting {
+                then(Err("the client is closed".into()));
+            }
+        }
+    }
     forget(client);
 }
 

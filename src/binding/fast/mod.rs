@@ -2,8 +2,10 @@
 //! libuv on the JS thread's own event loop, commands are written inside the
 //! napi call, replies are parsed in the poll callback and promises settled
 //! there: no thread hop. Connections open on a thread of their own and are
-//! handed over once ready; until then, and whenever one breaks, operations
-//! take the tokio path. State is per JS thread (workers have their own loops).
+//! handed over once ready; an acquisition's commands wait for them (one that
+//! cannot open is an outage to the acquisition), a release or an extend
+//! finding none takes the tokio path. State is per JS thread (workers have
+//! their own loops).
 //!
 //! `reactor` holds a thread's loop, deadline timer and teardown, `conn` one
 //! connection's poll handle, `clients` each client's connections, `acquire` an
@@ -56,7 +58,10 @@ mod off {
     ) -> Result<PromiseRaw<'env, NativeLock>, Box<Request>> {
         Err(request)
     }
-    pub fn release<'env>(_: &'env Env, _: &Lock) -> Option<PromiseRaw<'env, bool>> {
+    pub fn release<'env>(
+        _: &'env Env,
+        _: &Lock,
+    ) -> Option<PromiseRaw<'env, crate::core::lock::Release>> {
         None
     }
     pub fn extend<'env>(

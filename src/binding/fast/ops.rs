@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 use napi::bindgen_prelude::{PromiseRaw, ToNapiValue};
 use napi::{sys, Env};
 
-use super::clients::lookup;
+use super::clients::{lookup, FastClient, Found};
 use super::conn::Conn;
 use super::reactor::Reactor;
 use crate::binding::errors::{to_napi, JsResult};
 use crate::binding::settle::{self, Deferred};
+use crate::core::error::NodeAnswer;
 use crate::core::fast;
 use crate::core::lock::Release;
 use crate::core::Lock;
@@ -33,11 +34,13 @@ pub(super) fn finish<T: ToNapiValue + Send + 'static>(
     }
 }
 
-/// Sends one operation's command to every node; `answer` takes each reply
-/// and, once, the outcome: (settle it, after reported events?).
+/// Sends one operation's command to every node (one being opened: once it
+/// is; one down answers unreachable); `answer` takes each reply and, once,
+/// the outcome: (settle it, after reported events?).
 pub(super) fn fan_out<Op: 'static>(
     r: &Reactor,
-    conns: &[Rc<Conn>],
+    fast: &FastClient,
+    found: Vec<Found>,
     op: Op,
     cmd: fast::Packed,
     timeout: Duration,
@@ -46,17 +49,25 @@ pub(super) fn fan_out<Op: 'static>(
     let op = Rc::new(RefCell::new(op));
     let answer = Rc::new(answer);
     let deadline = Instant::now() + timeout;
-    for (i, conn) in conns.iter().enumerate() {
+    for (i, found) in found.into_iter().enumerate() {
         let (op, answer) = (op.clone(), answer.clone());
-        conn.send(
-            cmd.clone(),
-            deadline,
-            Box::new(move |reply| {
-                if let Ok(mut op) = op.try_borrow_mut() {
-                    answer(&mut op, i, reply);
-                }
-            }),
-        );
+        let on_reply: fast::OnReply = Box::new(move |reply| {
+            if let Ok(mut op) = op.try_borrow_mut() {
+                answer(&mut op, i, reply);
+            }
+        });
+        let send = {
+            let cmd = cmd.clone();
+            move |opened: Result<Rc<Conn>, String>| match opened {
+                Ok(conn) => conn.send(cmd, deadline, on_reply),
+                Err(why) => on_reply(Err(NodeAnswer::Unreachable(why.into()))),
+            }
+        };
+        match found {
+            Found::Ready(conn) => send(Ok(conn)),
+            Found::Opening => fast.when_open(r, i, Box::new(send)),
+            Found::Down(why) => send(Err(why)),
+        }
     }
     r.arm_for(deadline);
 }
@@ -64,12 +75,12 @@ pub(super) fn fan_out<Op: 'static>(
 /// A release on the fast path, or `None` for the tokio path.
 pub fn release<'env>(env: &'env Env, lock: &Lock) -> Option<PromiseRaw<'env, Release>> {
     let (r, fast) = lookup(env, Arc::as_ptr(lock.parts().1) as usize)?;
-    let conns = fast.ready(&r)?;
+    let found = fast.for_operation(&r)?;
     let raw_env = env.raw();
     let (deferred, promise) = settle::promise(raw_env).ok()?;
     match fast::fast_release(lock) {
         Err(answer) => deferred.settle(raw_env, Ok(answer)),
-        Ok(op) => settle_when_decided(&r, &conns, op, raw_env, deferred),
+        Ok(op) => settle_when_decided(&r, &fast, found, op, raw_env, deferred),
     }
     Some(PromiseRaw::new(raw_env, promise))
 }
@@ -77,11 +88,11 @@ pub fn release<'env>(env: &'env Env, lock: &Lock) -> Option<PromiseRaw<'env, Rel
 /// An extension on the fast path, or `None` for the tokio path.
 pub fn extend<'env>(env: &'env Env, lock: &Lock, ttl: Duration) -> Option<PromiseRaw<'env, ()>> {
     let (r, fast) = lookup(env, Arc::as_ptr(lock.parts().1) as usize)?;
-    let conns = fast.ready(&r)?;
+    let found = fast.for_operation(&r)?;
     let op = fast::fast_extend(lock, ttl, Instant::now())?;
     let raw_env = env.raw();
     let (deferred, promise) = settle::promise(raw_env).ok()?;
-    settle_when_decided(&r, &conns, op, raw_env, deferred);
+    settle_when_decided(&r, &fast, found, op, raw_env, deferred);
     Some(PromiseRaw::new(raw_env, promise))
 }
 
@@ -89,7 +100,8 @@ pub fn extend<'env>(env: &'env Env, lock: &Lock, ttl: Duration) -> Option<Promis
 /// (after the events it reported).
 fn settle_when_decided<Op>(
     r: &Reactor,
-    conns: &[Rc<Conn>],
+    fast: &FastClient,
+    found: Vec<Found>,
     op: Op,
     raw_env: sys::napi_env,
     deferred: Deferred,
@@ -100,7 +112,7 @@ fn settle_when_decided<Op>(
     let cmd = op.packed();
     let timeout = op.timeout();
     let deferred = RefCell::new(Some(deferred));
-    fan_out(r, conns, op, cmd, timeout, move |op, i, reply| {
+    fan_out(r, fast, found, op, cmd, timeout, move |op, i, reply| {
         if let Some(out) = op.answer(i, reply) {
             if let Some(d) = deferred.borrow_mut().take() {
                 finish(raw_env, d, out.map_err(to_napi), op.faulted());

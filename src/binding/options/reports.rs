@@ -28,7 +28,7 @@ pub struct LockStats {
     pub woken: f64,
     /// Acquisitions run on the addon's tokio runtime rather than on the JS
     /// thread's own loop (Bun and Deno, TLS, Cluster, Sentinel, `waitReplicas`,
-    /// or before the client's first connections are up).
+    /// or made while a connection owed 8,192 replies).
     pub on_tokio: f64,
 }
 

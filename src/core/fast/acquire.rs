@@ -38,6 +38,7 @@ pub fn fast_acquire(
     client: &Client,
     request: Box<Request>,
     runtime: Handle,
+    connecting: bool,
 ) -> std::result::Result<FastAcquire, Box<Request>> {
     let inner = client.inner().clone();
     if inner.ensure_open().is_err() {
@@ -62,6 +63,7 @@ pub fn fast_acquire(
         running: None,
         late: None,
         packed: None,
+        connect: connecting.then_some(None),
     };
     // Earlier callers of this key may not have had their turn yet.
     op.take_turn(now);
@@ -108,6 +110,10 @@ pub struct FastAcquire {
     late: Option<LateAnswers>,
     /// The last command packed for the wire, shared by every node it goes to.
     packed: Option<(Purpose, Packed)>,
+    /// Its connections are being opened: its turn come, it begins once they
+    /// are ([`FastAcquire::connected`]), or at the instant here (the node
+    /// timeout), so the validity clock does not pay for a handshake.
+    connect: Option<Option<Instant>>,
 }
 
 impl FastAcquire {
@@ -153,6 +159,9 @@ impl FastAcquire {
     /// each command's deadline on its connection (the same node timeout, from
     /// its sending) answers it by then.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        if let Some(Some(until)) = self.connect {
+            return Some(until);
+        }
         let at = self.acq.poll_timeout()?;
         let answered_anyway = self.acq.commands_due().is_some_and(|due| due <= at);
         (!answered_anyway).then_some(at)
@@ -162,6 +171,12 @@ impl FastAcquire {
     /// ends in the next attempt; the wait ending mid-attempt fails it, its
     /// undo owed on every node it went to).
     pub fn timeout(&mut self, at: Option<Instant>, now: Instant) -> Step {
+        if let Some(Some(until)) = self.connect {
+            return match now >= until {
+                true => self.connected(now),
+                false => self.step(),
+            };
+        }
         self.hears();
         let request = self.request.as_deref();
         match request {
@@ -235,7 +250,27 @@ impl FastAcquire {
             return;
         }
         let behind = behind_earlier_callers(&self.inner, self.acq.plan(), request);
+        if let (false, Some(until)) = (behind, &mut self.connect) {
+            if until.is_none() {
+                *until = Some(now + self.acq.node_timeout());
+            }
+            return;
+        }
         self.acq.handle_turn(behind, now);
+    }
+
+    /// It waits for its connections to open.
+    pub fn connecting(&self) -> bool {
+        self.connect.is_some()
+    }
+
+    /// Its connections are open (or failed to open) at `now`: its turn
+    /// come, it begins.
+    pub fn connected(&mut self, now: Instant) -> Step {
+        if self.connect.take().is_some() && self.acq.waits_for_turn() {
+            self.take_turn(now);
+        }
+        self.step()
     }
 
     /// The caller stopped waiting: the outcome is `ERR_LOCK_ABORTED`,
@@ -388,8 +423,17 @@ mod tests {
     }
 
     fn start(c: &Client, rt: &tokio::runtime::Runtime, opts: &AcquireOptions) -> FastAcquire {
+        begin(c, rt, opts, false)
+    }
+
+    fn begin(
+        c: &Client,
+        rt: &tokio::runtime::Runtime,
+        opts: &AcquireOptions,
+        connecting: bool,
+    ) -> FastAcquire {
         let request = c.prepare_lock(vec!["k".into()], opts).expect("a request");
-        match fast_acquire(c, Box::new(request), rt.handle().clone()) {
+        match fast_acquire(c, Box::new(request), rt.handle().clone(), connecting) {
             Ok(op) => op,
             Err(_) => panic!("a plain lock is driven here"),
         }
@@ -413,6 +457,48 @@ mod tests {
 
     fn purposes(sends: &[Send]) -> Vec<(usize, Purpose)> {
         sends.iter().map(|s| (s.node, s.purpose)).collect()
+    }
+
+    #[test]
+    fn its_connections_being_opened_it_begins_once_they_are_or_at_the_node_timeout() {
+        let c = client(3);
+        let rt = idle_runtime();
+        let _in = rt.enter();
+        let mut op = begin(&c, &rt, &AcquireOptions::default(), true);
+        assert!(
+            op.sends().is_empty(),
+            "nothing goes out before its connections are open"
+        );
+        assert!(op.connecting());
+        let bound = op.poll_timeout().expect("the node timeout bounds the wait");
+        assert!(matches!(op.connected(Instant::now()), Step::Pending));
+        assert!(!op.connecting());
+        let first = op.sends();
+        assert_eq!(
+            purposes(&first),
+            (0..3).map(|n| (n, Purpose::Attempt(1))).collect::<Vec<_>>()
+        );
+        // Not open by the node timeout: it begins anyway (the commands wait
+        // on the connections, and their deadlines tell). (Another client: the
+        // first one's callers go in call order.)
+        let c = client(3);
+        let mut op = begin(&c, &rt, &AcquireOptions::default(), true);
+        assert!(matches!(
+            op.timeout(Some(bound), bound - ms(1)),
+            Step::Pending
+        ));
+        assert!(op.sends().is_empty(), "not yet");
+        let at = op.poll_timeout().expect("its bound");
+        op.timeout(Some(at), at);
+        assert_eq!(op.sends().len(), 3);
+        // Cancelled while they open: no attempt, the caller's error.
+        let c = client(3);
+        let mut op = begin(&c, &rt, &AcquireOptions::default(), true);
+        match op.cancel() {
+            Step::Failed(e) => assert_eq!(e.code, crate::core::error::ErrorCode::Aborted),
+            _ => panic!("a cancel ends it"),
+        }
+        assert!(op.sends().is_empty());
     }
 
     #[test]

@@ -34,6 +34,17 @@ pub use wire::{Done, OnReply, Wire};
 /// What a command came back with: a reply, or the node's fault.
 pub type Reply = crate::core::ops::Answer;
 
+/// Opens `client`'s runtime connections in the background (the watchdog
+/// renews on them), so that the first renewal of a lock this thread's loop
+/// took finds them open.
+pub fn warm_runtime(client: &Client, runtime: &tokio::runtime::Handle) {
+    let inner = client.inner().clone();
+    runtime.spawn(async move {
+        let opening = inner.nodes.iter().map(|n| n.connection());
+        let _ = futures_util::future::join_all(opening).await;
+    });
+}
+
 /// `LOCKDOG_FAST_PATH=0` (or `false`, `off`) keeps every operation on tokio.
 pub fn switched_off() -> bool {
     matches!(
