@@ -2,7 +2,7 @@
 
 // The shape of src/core: its modules (each file or folder directly under
 // src/core) import one another without a cycle, so the tree reads from the
-// data (model) through the pure rules (quorum) and the transports (node, fast)
+// data (model) through the pure rules (quorum) and the transports (runtime, uvloop)
 // up to the engine (acquire) and the client. Test modules are left out: a
 // test may use whatever it checks.
 
@@ -113,7 +113,7 @@ function findCycle(graph) {
 
 test('the modules of src/core import one another without a cycle', () => {
   const graph = imports()
-  assert.ok(graph.has('acquire') && graph.has('quorum') && graph.has('node'), 'src/core is read')
+  assert.ok(graph.has('acquire') && graph.has('quorum') && graph.has('runtime'), 'src/core is read')
   const cycle = findCycle(graph)
   assert.equal(cycle, null, `import cycle: ${cycle?.join(' → ')}`)
 })
@@ -121,14 +121,14 @@ test('the modules of src/core import one another without a cycle', () => {
 test('the model is data: it imports no transport, engine or client', () => {
   const graph = imports()
   const model = graph.get('model') ?? new Set()
-  for (const m of ['node', 'fast', 'acquire', 'client', 'shared', 'renew', 'watchdog']) {
+  for (const m of ['runtime', 'uvloop', 'acquire', 'client', 'shared', 'renew', 'watchdog']) {
     assert.ok(!model.has(m), `model imports ${m}`)
   }
 })
 
 test('quorum is pure: it imports neither the nodes nor the client state', () => {
   const quorum = imports().get('quorum')
-  for (const m of ['node', 'shared', 'lock_state', 'acquire', 'client']) {
+  for (const m of ['runtime', 'shared', 'lock_state', 'acquire', 'client']) {
     assert.ok(!quorum.has(m), `quorum imports ${m}`)
   }
 })

@@ -12,11 +12,11 @@ use napi_derive::napi;
 use crate::binding::cancel::CancelHandle;
 use crate::binding::errors::{to_napi, ErrorObject};
 use crate::binding::events::node_fault;
-use crate::binding::fast;
 use crate::binding::lifetime;
 use crate::binding::lock::NativeLock;
 use crate::binding::options::{AcquireKind, AcquireOptions, LockClientOptions, LockStats};
 use crate::binding::settle::{settle_later, Callback};
+use crate::binding::uvloop;
 use crate::core::{self as core, Event, EventHook};
 
 /// `(kind, lockId, detail)`: `'lost'` with the loss, `'error'` with the
@@ -74,7 +74,7 @@ fn settle_lock<'env>(
 
 impl Drop for NativeClient {
     fn drop(&mut self) {
-        fast::forget(&self.core);
+        uvloop::forget(&self.core);
     }
 }
 
@@ -95,7 +95,7 @@ impl NativeClient {
             None => None,
         };
         let core = core::Client::new(cfg, hook).map_err(to_napi)?;
-        let fast_path = fast::register(env, &core);
+        let fast_path = uvloop::register(env, &core);
         lifetime::register(env, &core);
         Ok(NativeClient {
             core,
@@ -126,7 +126,7 @@ impl NativeClient {
         let request = kind.prepare(&self.core, keys, &opts).map_err(to_napi)?;
         // Taken on the JS thread's loop where it has one (any kind of lock,
         // on plain masters, once the client's connections there are up).
-        let request = match fast::acquire(env, &self.core, Box::new(request), cancel) {
+        let request = match uvloop::acquire(env, &self.core, Box::new(request), cancel) {
             Ok(promise) => return Ok(promise),
             Err(request) => *request,
         };
@@ -175,7 +175,7 @@ impl NativeClient {
     /// Stops every watchdog, releases every held lock and closes the connections.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
-        fast::retire(&self.core);
+        uvloop::retire(&self.core);
         let client = self.core.clone();
         env.spawn_future(async move {
             client.close().await;

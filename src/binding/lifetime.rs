@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use napi::bindgen_prelude::within_runtime_if_available;
 use napi::{sys, Env};
 
-use crate::binding::fast;
+use crate::binding::uvloop;
 use crate::core::{self as core, WeakClient};
 
 /// The clients made in each environment of this thread.
@@ -69,7 +69,7 @@ unsafe extern "C" fn torn_down(arg: *mut c_void) {
     // (napi-rs shuts it down): a release sent now would be cut off midway.
     let runtime_stays = LIVE.fetch_sub(1, Ordering::AcqRel) > 1;
     for client in clients.iter().filter_map(WeakClient::upgrade) {
-        fast::abandon(&client);
+        uvloop::abandon(&client);
         let handle = within_runtime_if_available(tokio::runtime::Handle::try_current);
         match handle {
             // close() stops the watchdog at once and gives every lock back;

@@ -3,8 +3,8 @@ use napi_derive::napi;
 
 use crate::binding::errors::{to_napi, ErrorObject};
 use crate::binding::events::NodeReport;
-use crate::binding::fast;
 use crate::binding::settle::settle_later;
+use crate::binding::uvloop;
 use crate::core::config::lease_millis;
 use crate::core::lock::{Release, Status};
 use crate::core::Lock;
@@ -148,7 +148,7 @@ impl NativeLock {
     /// owner's (the lock is recorded as lost; the caller reports it).
     #[napi(ts_return_type = "Promise<boolean | Error>")]
     pub fn release<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, Release>> {
-        if let Some(promise) = fast::release(env, &self.lock) {
+        if let Some(promise) = uvloop::release(env, &self.lock) {
             return Ok(promise);
         }
         let lock = self.lock.clone();
@@ -178,7 +178,7 @@ impl NativeLock {
     #[napi(ts_return_type = "Promise<void>")]
     pub fn extend<'env>(&self, env: &'env Env, ttl: f64) -> Result<PromiseRaw<'env, ()>> {
         let ttl = lease_millis("ttl", ttl, 1).map_err(to_napi)?;
-        if let Some(promise) = fast::extend(env, &self.lock, ttl) {
+        if let Some(promise) = uvloop::extend(env, &self.lock, ttl) {
             return Ok(promise);
         }
         let lock = self.lock.clone();

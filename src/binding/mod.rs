@@ -6,12 +6,12 @@ mod client;
 mod constants;
 mod errors;
 mod events;
-mod fast;
 mod lifetime;
 mod lock;
 mod options;
 mod settle;
 mod stored;
+mod uvloop;
 
 pub use cancel::CancelHandle;
 pub use client::NativeClient;

@@ -14,8 +14,8 @@ use crate::core::lock::Lock;
 use crate::core::lock_state::lost;
 use crate::core::lock_state::{LockState, NewLock};
 use crate::core::model::{Answers, Request};
-use crate::core::node::Renewal;
 use crate::core::quorum::{self, Renewed, Tally};
+use crate::core::runtime::Renewal;
 use crate::core::shared::Inner;
 use crate::core::time::{later, ms_of};
 

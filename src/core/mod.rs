@@ -1,6 +1,6 @@
 //! The lock itself, free of napi: pure Rust on tokio and the redis crate.
 //!
-//! Every operation has one shape: send to the nodes (`node/`, `fast/`) →
+//! Every operation has one shape: send to the nodes (`runtime/`, `uvloop/`) →
 //! verdict (`quorum/`, pure) → act. `model/` is the data they all share
 //! (lock kinds, permits, tokens, leases, requests, attempts), `acquire/` the
 //! engine that takes locks, `renew.rs` keeps them (the watchdog's batches and
@@ -8,11 +8,12 @@
 //! entry point. `broken.rs` holds the fault suite's deliberately broken
 //! variants. The modules import one another without a cycle
 //! (`__test__/layout-rust.test.js` checks it): `model` and `quorum` build on
-//! no transport, and `node` on no engine.
+//! no transport, and `runtime` on no engine.
 //!
 //! `ops/` writes each lock operation once, sans-I/O (what to send, each
-//! node's reply in, the outcome); `node/` (tokio) and `fast/` (the JS
-//! thread's loop) are the transports that drive it.
+//! node's reply in, the outcome); `runtime/` (the Rust runtime's, tokio's,
+//! connections) and `uvloop/` (the JS thread's own libuv loop) are the
+//! transports that drive it.
 
 mod acquire;
 pub mod adopt;
@@ -20,16 +21,15 @@ pub mod broken;
 pub mod client;
 pub mod config;
 pub mod error;
-pub mod fast;
 pub mod keys;
 pub mod lock;
 pub mod lock_state;
 pub mod memory;
 pub mod model;
-pub mod node;
 pub mod ops;
 pub mod quorum;
 mod renew;
+pub mod runtime;
 pub mod scripts;
 pub mod semaphore;
 mod shared;
@@ -39,6 +39,7 @@ pub mod time;
 pub mod tls;
 #[cfg(test)]
 mod transports_agree;
+pub mod uvloop;
 pub mod waiters;
 pub mod watchdog;
 

@@ -3,7 +3,7 @@
 //! EVALSHA both transports write. Each runs atomically on one node and checks
 //! the token. EVAL (the source itself) goes out only where a node may not
 //! have the script cached: a connection's first call of it, or once after a
-//! NOSCRIPT (the transports' recovery, `node::ops` and `fast::wire`).
+//! NOSCRIPT (the transports' recovery, `runtime::ops` and `uvloop::wire`).
 
 use std::sync::LazyLock;
 

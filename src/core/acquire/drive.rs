@@ -22,9 +22,9 @@ use super::register::register;
 use crate::core::error::{NodeAnswer, Result};
 use crate::core::lock::Lock;
 use crate::core::model::{LateAnswers, Request};
-use crate::core::node::Connection;
 use crate::core::ops::acquisition::{Acquisition, Cancel, Event, Outcome, Purpose, Take, Transmit};
 use crate::core::ops::Answer;
+use crate::core::runtime::Connection;
 use crate::core::shared::Inner;
 
 /// A node's reply to one of the machine's commands (with how many replicas

@@ -1,6 +1,6 @@
 //! The engine that takes locks on tokio: `drive.rs` runs an acquisition
 //! machine (`ops::acquisition`, every kind of lock) from its turn to its
-//! outcome, as the JS thread's driver (`fast/acquire.rs`) does there;
+//! outcome, as the JS thread's driver (`uvloop/acquire.rs`) does there;
 //! `plan.rs` is what the machine is given for a request, `queue.rs` waiting
 //! in line for release notices, `register.rs` a won attempt becoming a held
 //! lock. What a request and a lock kind are lives in `model/`.

@@ -14,8 +14,8 @@ use tokio::task::JoinHandle;
 
 use crate::core::keys::channel;
 use crate::core::model::Request;
-use crate::core::node::NoticeSink;
 use crate::core::ops::acquisition::{Acquisition, Handoff, Plan, Take};
+use crate::core::runtime::NoticeSink;
 use crate::core::shared::Inner;
 use crate::core::waiters::{Arrival, Place};
 

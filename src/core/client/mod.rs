@@ -15,7 +15,7 @@ use crate::core::error::{ErrorCode, LockError, Result};
 use crate::core::keys::{self, fence_key, lock_keys};
 use crate::core::lock::Lock;
 use crate::core::model::{self, Request};
-use crate::core::node::Node;
+use crate::core::runtime::Node;
 use crate::core::shared::{EventHook, Inner};
 use crate::core::stats::StatsSnapshot;
 use crate::core::{acquire, adopt};

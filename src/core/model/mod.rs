@@ -3,7 +3,7 @@
 //! [`LockKind`] a lock keeps in its state (`kind.rs`), the keys and leases
 //! one attempt sends to a node (`lease.rs`), each node's answer to a lock's
 //! last operation (`answers.rs`), and the checked request (`request.rs`).
-//! The transports (`node/`, `fast/`) and the engine (`acquire/`) both build
+//! The transports (`runtime/`, `uvloop/`) and the engine (`acquire/`) both build
 //! on it; it builds on neither.
 
 mod answers;

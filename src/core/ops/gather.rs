@@ -4,7 +4,7 @@
 //! driver to record with the lock ([`LateAnswers`](crate::core::model::LateAnswers)),
 //! to report their faults and to stop tracking the operation once the last
 //! one is in. It writes nothing but its own state. Both drivers feed it:
-//! the JS thread's one reply at a time, tokio's through `node::collect`.
+//! the JS thread's one reply at a time, tokio's through `runtime::collect`.
 //! The answers themselves are kept by [`Replies`].
 
 use crate::core::error::NodeAnswer;

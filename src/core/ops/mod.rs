@@ -4,9 +4,9 @@
 //! once decided. No sockets, no tasks, no clock: the time an outcome depends
 //! on (`now`) is an argument.
 //!
-//! Two drivers run them: the tokio path (`node/`, which turns a
+//! Two drivers run them: the runtime path (`runtime/`, tokio's, which turns a
 //! `redis::Value` into a [`Reply`]) and the fast path on the JS thread's
-//! loop (`fast/`, which parses the RESP bytes into one). NOSCRIPT is the
+//! loop (`uvloop/`, which parses the RESP bytes into one). NOSCRIPT is the
 //! transports' business (the EVAL sent again once); an operation never
 //! sees it unless that failed too.
 //!

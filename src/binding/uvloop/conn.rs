@@ -9,8 +9,8 @@ use std::time::Instant;
 use super::reactor::{closed, deliver, opened, Reactor, REACTOR};
 use super::uv::{self, Handle, Uv};
 use crate::core::error::NodeAnswer;
-use crate::core::fast::{self, Done, OnReply, Wire};
 use crate::core::memory::Peak;
+use crate::core::uvloop::{self, Done, OnReply, Wire};
 
 /// Replies a fast connection may owe before new operations take the tokio
 /// path: a burst larger than that (a `Promise.all` of 100,000 releases) is
@@ -33,7 +33,7 @@ pub(super) struct Conn {
 }
 
 impl Conn {
-    pub(super) fn open(r: &Rc<Reactor>, sock: fast::Socket) -> Option<Rc<Conn>> {
+    pub(super) fn open(r: &Rc<Reactor>, sock: uvloop::Socket) -> Option<Rc<Conn>> {
         let handle = unsafe { r.uv.poll(r.uv_loop, sock.raw_fd())? };
         opened();
         let conn = Rc::new(Conn {
@@ -67,7 +67,7 @@ impl Conn {
             .is_ok_and(|w| w.in_flight() >= MAX_IN_FLIGHT)
     }
 
-    pub(super) fn send(&self, cmd: fast::Packed, deadline: Instant, on_reply: OnReply) {
+    pub(super) fn send(&self, cmd: uvloop::Packed, deadline: Instant, on_reply: OnReply) {
         let mut done = Done::new();
         match self.wire.try_borrow_mut() {
             Ok(mut w) => w.send_script(cmd, deadline, on_reply, &mut done),

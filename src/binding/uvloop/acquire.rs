@@ -1,6 +1,6 @@
 //! An acquisition on the JS thread (of any kind of lock), from
 //! its first attempt to its outcome: the promise, the machine
-//! (`core::fast::FastAcquire`), its commands on the node's connections, its
+//! (`core::uvloop::FastAcquire`), its commands on the node's connections, its
 //! alarm on the reactor's timer, and the wakes other threads queue for it
 //! (its turn, a release notice).
 
@@ -22,8 +22,8 @@ use crate::binding::errors::to_napi;
 use crate::binding::lock::NativeLock;
 use crate::binding::settle::{self, Deferred};
 use crate::core::error::NodeAnswer;
-use crate::core::fast;
 use crate::core::ops::acquisition::Purpose;
+use crate::core::uvloop;
 use crate::core::{self as core, Request};
 
 thread_local! {
@@ -123,12 +123,12 @@ pub fn acquire<'env>(
     if !fast.warmed.replace(true) {
         // The watchdog renews on the runtime's connections: open now, they
         // are there for the first renewal.
-        fast::warm_runtime(client, &runtime);
+        uvloop::warm_runtime(client, &runtime);
     }
     let opening: Vec<usize> = (0..found.len())
         .filter(|&i| matches!(found[i], Found::Opening))
         .collect();
-    let mut op = fast::fast_acquire(client, request, runtime, !opening.is_empty())?;
+    let mut op = uvloop::fast_acquire(client, request, runtime, !opening.is_empty())?;
     let conns = found
         .into_iter()
         .map(|f| match f {
@@ -194,8 +194,8 @@ struct Driving {
     id: Cell<Option<u64>>,
     /// Its client ([`key_of`]).
     client: usize,
-    op: RefCell<fast::FastAcquire>,
-    inbox: RefCell<VecDeque<(usize, Purpose, fast::Reply)>>,
+    op: RefCell<uvloop::FastAcquire>,
+    inbox: RefCell<VecDeque<(usize, Purpose, uvloop::Reply)>>,
     /// Each node's connection, as of its last command (a broken one is
     /// replaced by the client's next one; `None` until one is open).
     conns: RefCell<Vec<Option<Rc<Conn>>>>,
@@ -222,12 +222,12 @@ impl Driving {
     /// Sends what the machine asked for, each on its node's connection, in
     /// order behind what went there before (an undo runs after its attempt);
     /// what is for a connection being opened waits for it, in that order.
-    fn send_all(self: &Rc<Self>, sends: Vec<fast::Send>) {
+    fn send_all(self: &Rc<Self>, sends: Vec<uvloop::Send>) {
         for s in sends {
             let deadline = Instant::now() + s.timeout;
             let (node, purpose) = (s.node, s.purpose);
             let me = self.clone();
-            let on_reply: fast::OnReply = Box::new(move |reply| {
+            let on_reply: uvloop::OnReply = Box::new(move |reply| {
                 me.inbox.borrow_mut().push_back((node, purpose, reply));
                 me.pump();
             });
@@ -387,9 +387,9 @@ impl Driving {
         self.rearm();
     }
 
-    fn settle(&self, step: fast::Step, faulted: bool) {
+    fn settle(&self, step: uvloop::Step, faulted: bool) {
         let deferred = match step {
-            fast::Step::Pending => return,
+            uvloop::Step::Pending => return,
             _ => match self.deferred.take() {
                 Some(d) => d,
                 None => return,
@@ -402,9 +402,11 @@ impl Driving {
         }
         let env = self.env;
         match step {
-            fast::Step::Pending => {}
-            fast::Step::Won(lock) => finish(env, deferred, Ok(NativeLock { lock }), faulted),
-            fast::Step::Failed(e) => finish::<NativeLock>(env, deferred, Err(to_napi(e)), faulted),
+            uvloop::Step::Pending => {}
+            uvloop::Step::Won(lock) => finish(env, deferred, Ok(NativeLock { lock }), faulted),
+            uvloop::Step::Failed(e) => {
+                finish::<NativeLock>(env, deferred, Err(to_napi(e)), faulted)
+            }
         }
     }
 }

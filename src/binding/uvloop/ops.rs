@@ -16,8 +16,8 @@ use super::reactor::Reactor;
 use crate::binding::errors::{to_napi, JsResult};
 use crate::binding::settle::{self, Deferred};
 use crate::core::error::NodeAnswer;
-use crate::core::fast;
 use crate::core::lock::Release;
+use crate::core::uvloop;
 use crate::core::Lock;
 
 /// Settles at once, or after the events the operation reported.
@@ -42,16 +42,16 @@ pub(super) fn fan_out<Op: 'static>(
     fast: &FastClient,
     found: Vec<Found>,
     op: Op,
-    cmd: fast::Packed,
+    cmd: uvloop::Packed,
     timeout: Duration,
-    answer: impl Fn(&mut Op, usize, fast::Reply) + 'static,
+    answer: impl Fn(&mut Op, usize, uvloop::Reply) + 'static,
 ) {
     let op = Rc::new(RefCell::new(op));
     let answer = Rc::new(answer);
     let deadline = Instant::now() + timeout;
     for (i, found) in found.into_iter().enumerate() {
         let (op, answer) = (op.clone(), answer.clone());
-        let on_reply: fast::OnReply = Box::new(move |reply| {
+        let on_reply: uvloop::OnReply = Box::new(move |reply| {
             if let Ok(mut op) = op.try_borrow_mut() {
                 answer(&mut op, i, reply);
             }
@@ -78,7 +78,7 @@ pub fn release<'env>(env: &'env Env, lock: &Lock) -> Option<PromiseRaw<'env, Rel
     let found = fast.for_operation(&r)?;
     let raw_env = env.raw();
     let (deferred, promise) = settle::promise(raw_env).ok()?;
-    match fast::fast_release(lock) {
+    match uvloop::fast_release(lock) {
         Err(answer) => deferred.settle(raw_env, Ok(answer)),
         Ok(op) => settle_when_decided(&r, &fast, found, op, raw_env, deferred),
     }
@@ -89,7 +89,7 @@ pub fn release<'env>(env: &'env Env, lock: &Lock) -> Option<PromiseRaw<'env, Rel
 pub fn extend<'env>(env: &'env Env, lock: &Lock, ttl: Duration) -> Option<PromiseRaw<'env, ()>> {
     let (r, fast) = lookup(env, Arc::as_ptr(lock.parts().1) as usize)?;
     let found = fast.for_operation(&r)?;
-    let op = fast::fast_extend(lock, ttl, Instant::now())?;
+    let op = uvloop::fast_extend(lock, ttl, Instant::now())?;
     let raw_env = env.raw();
     let (deferred, promise) = settle::promise(raw_env).ok()?;
     settle_when_decided(&r, &fast, found, op, raw_env, deferred);
@@ -106,7 +106,7 @@ fn settle_when_decided<Op>(
     raw_env: sys::napi_env,
     deferred: Deferred,
 ) where
-    Op: fast::Decided + 'static,
+    Op: uvloop::Decided + 'static,
     Op::Out: ToNapiValue + Send + 'static,
 {
     let cmd = op.packed();

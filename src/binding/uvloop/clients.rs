@@ -11,7 +11,7 @@ use redis::ConnectionInfo;
 
 use super::conn::Conn;
 use super::reactor::{current, reactor, Reactor, REACTOR};
-use crate::core::{self as core, fast};
+use crate::core::{self as core, uvloop};
 
 /// How long a node whose fast connection failed to open stays on tokio.
 pub(super) const RETRY_CONNECT: Duration = Duration::from_millis(500);
@@ -153,7 +153,7 @@ impl FastClient {
         let opening = std::thread::Builder::new()
             .name("lockdog-connect".into())
             .spawn(move || {
-                let opened = fast::socket::connect(&info, timeout);
+                let opened = uvloop::socket::connect(&info, timeout);
                 let open = gate.lock().unwrap_or_else(|p| p.into_inner());
                 if *open {
                     queue.run(move |env| installed(env, key, i, opened));
@@ -171,7 +171,7 @@ pub(super) fn installed(
     env: sys::napi_env,
     key: usize,
     i: usize,
-    opened: std::result::Result<fast::Socket, String>,
+    opened: std::result::Result<uvloop::Socket, String>,
 ) {
     let Some(r) = current(env) else { return };
     let Some(client) = r.clients.borrow().get(&key).cloned() else {
@@ -206,10 +206,10 @@ pub(super) fn key_of(client: &core::Client) -> usize {
 /// Sets up the fast path for a new client, when it can take it: false when
 /// every operation of this client takes the tokio path.
 pub fn register(env: &Env, client: &core::Client) -> bool {
-    if fast::switched_off() {
+    if uvloop::switched_off() {
         return false;
     }
-    let Some(infos) = fast::fast_targets(client) else {
+    let Some(infos) = uvloop::fast_targets(client) else {
         return false;
     };
     let Some(r) = reactor(env.raw()) else {

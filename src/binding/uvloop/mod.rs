@@ -10,7 +10,7 @@
 //! `reactor` holds a thread's loop, deadline timer and teardown, `conn` one
 //! connection's poll handle, `clients` each client's connections, `acquire` an
 //! acquisition's promise and its wakes, `ops` release's and extend's
-//! promises (the operations themselves are `core::fast`'s), and
+//! promises (the operations themselves are `core::uvloop`'s), and
 //! `runtime` tells Node's own loop from the runtimes that only mimic it.
 
 #[cfg(unix)]
