@@ -148,16 +148,20 @@ pub fn renewed(t: &Tally, in_time: bool) -> Renewed {
 pub enum Released {
     /// A quorum deleted our keys.
     Released,
-    /// Enough nodes answered to tell: it was no longer ours.
+    /// So many nodes answered that the key is gone or someone else's that
+    /// a quorum was no longer ours: it was lost.
     NotOurs,
-    /// Too few nodes answered.
+    /// Neither: too few nodes answered to tell.
     NoQuorum,
 }
 
 pub fn released(t: &Tally) -> Released {
     if t.agreed() {
         Released::Released
-    } else if t.ok + t.not_held >= t.needed() {
+    } else if t.lost() {
+        // The one lost-lock rule, as for a renewal: a key gone on a minority
+        // (a renewal that did not reach it) beside nodes that did not answer
+        // proves nothing.
         Released::NotOurs
     } else {
         Released::NoQuorum
