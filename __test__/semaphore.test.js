@@ -361,6 +361,7 @@ describe('five nodes (Redlock)', () => {
     let held = 0
     let most = 0
     let taken = 0
+    let quorumLess = 0
     const over = []
     const worker = async (c, i) => {
       const sem = c.semaphore('sem:rl5', { limit, ttl: 2000 })
@@ -383,7 +384,14 @@ describe('five nodes (Redlock)', () => {
         if (held > limit) over.push(held)
         await new Promise((r) => setTimeout(r, 2 + (i % 5)))
         held -= permits
-        await lock.release()
+        try {
+          await lock.release()
+        } catch (e) {
+          // A holder whose quorum took in the stopped node reaches only part
+          // of it: its release cannot tell, and its slots expire by their TTL.
+          if (e.code !== 'ERR_LOCK_QUORUM') throw e
+          quorumLess++
+        }
       }
     }
     try {
@@ -394,6 +402,7 @@ describe('five nodes (Redlock)', () => {
       assert.deepEqual(over, [], 'never more than limit permits held')
       assert.equal(most, limit, 'permits were held side by side up to the limit')
       assert.ok(taken > 30, `${taken} acquisitions`)
+      assert.ok(quorumLess < taken / 2, `${quorumLess} of ${taken} releases reached too few nodes`)
       assert.equal(await clients[0].semaphore('sem:rl5', { limit }).count(), 0)
     } finally {
       await Promise.all(clients.map((c) => c.close()))
