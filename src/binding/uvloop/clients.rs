@@ -13,7 +13,8 @@ use super::conn::Conn;
 use super::reactor::{current, reactor, Reactor, REACTOR};
 use crate::core::{self as core, uvloop};
 
-/// How long a node whose fast connection failed to open stays on tokio.
+/// How long a node whose fast connection failed to open answers `unreachable`
+/// (with why) before an operation tries to open it again.
 pub(super) const RETRY_CONNECT: Duration = Duration::from_millis(500);
 
 /// A node's fast connection, as far as it got.
@@ -230,16 +231,22 @@ pub fn register(env: &Env, client: &core::Client) -> bool {
     true
 }
 
+/// Takes client `key`'s connections off this thread; dropped, they close
+/// once idle.
+fn take(key: usize) -> Option<Rc<FastClient>> {
+    REACTOR
+        .try_with(|r| {
+            let r = r.try_borrow().ok()?;
+            let fast = r.as_ref()?.clients.borrow_mut().remove(&key);
+            fast
+        })
+        .ok()
+        .flatten()
+}
+
 /// The client closed or is gone: its connections close once idle.
 pub fn forget(client: &core::Client) {
-    let key = key_of(client);
-    let _ = REACTOR.try_with(|r| {
-        let fast = r
-            .try_borrow()
-            .ok()
-            .and_then(|r| r.as_ref().and_then(|r| r.clients.borrow_mut().remove(&key)));
-        drop(fast);
-    });
+    drop(take(key_of(client)));
 }
 
 /// Its environment ends: no more fast operations, and its acquisitions on
@@ -254,28 +261,18 @@ pub fn retire(client: &core::Client) {
     let key = key_of(client);
     // Its acquisitions end first: an attempt in flight is undone on its connections.
     super::acquire::closing(key);
+    let Some(fast) = take(key) else { return };
     // What still waits for a connection being opened (a release, an extend)
     // is answered: the node is unreachable now.
-    let fast = REACTOR
-        .try_with(|r| {
-            let r = r.try_borrow().ok()?;
-            let fast = r.as_ref()?.clients.borrow().get(&key).cloned();
-            fast
-        })
-        .ok()
-        .flatten();
-    if let Some(fast) = fast {
-        for slot in &fast.slots {
-            let waiting = match slot.try_borrow_mut().as_deref_mut() {
-                Ok(Slot::Connecting(waiting, _)) => std::mem::take(waiting),
-                _ => Vec::new(),
-            };
-            for then in waiting {
-                then(Err("the client is closed".into()));
-            }
+    for slot in &fast.slots {
+        let waiting = match slot.try_borrow_mut().as_deref_mut() {
+            Ok(Slot::Connecting(waiting, _)) => std::mem::take(waiting),
+            _ => Vec::new(),
+        };
+        for then in waiting {
+            then(Err("the client is closed".into()));
         }
     }
-    forget(client);
 }
 
 pub(super) fn lookup(env: &Env, key: usize) -> Option<(Rc<Reactor>, Rc<FastClient>)> {
