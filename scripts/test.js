@@ -22,6 +22,8 @@ const { parseArgs } = require('node:util')
 
 const root = path.join(__dirname, '..')
 const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc')
+// Every test file's process stops itself, with a report, past a time no file needs.
+const fileLimit = path.join(__dirname, '..', '__test__', 'helpers', 'file-limit.js')
 const reporter = require('node:url').pathToFileURL(path.join(__dirname, 'failures-reporter.mjs')).href
 const nodeVersions = require('./node-versions')
 const { redisServerAvailable, BIN } = require('./local-redis')
@@ -174,7 +176,7 @@ for (const { bin, version } of nodes) {
   const failuresFile = path.join(os.tmpdir(), `lockdog-test-failures-${process.pid}-${version}.txt`)
   fs.rmSync(failuresFile, { force: true })
   status = run(bin, [
-    '--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, '--test-timeout=600000',
+    '--import', 'tsx', '--require', fileLimit, '--test', `--test-concurrency=${concurrency}`, '--test-timeout=600000',
     '--test-reporter=spec', '--test-reporter-destination=stdout',
     `--test-reporter=${reporter}`, `--test-reporter-destination=${failuresFile}`,
     ...suite

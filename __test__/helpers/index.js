@@ -115,11 +115,23 @@ function loopLag() {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
-/** Resolves when `signal` aborts, with the time it did. */
-function aborted(signal) {
-  return new Promise((resolve) => {
+/**
+ * Resolves when `signal` aborts, with the time it did; rejects when it has not
+ * aborted within `timeout` ms (a loss never signalled fails the test that waits
+ * for it, by name, instead of holding the file until the runner's own timeout).
+ */
+function aborted(signal, { timeout = 20000, what = 'the lock\'s signal to abort' } = {}) {
+  return new Promise((resolve, reject) => {
     if (signal.aborted) return resolve(performance.now())
-    signal.addEventListener('abort', () => resolve(performance.now()), { once: true })
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', done)
+      reject(new Error(`timed out after ${timeout} ms waiting for ${what}`))
+    }, timeout)
+    function done() {
+      clearTimeout(timer)
+      resolve(performance.now())
+    }
+    signal.addEventListener('abort', done, { once: true })
   })
 }
 
