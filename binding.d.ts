@@ -43,8 +43,21 @@ export declare class NativeClient {
    * decided) have answered or timed out, and background cleanups ended.
    */
   settled(): Promise<void>
-  /** Stops every watchdog, releases every held lock and closes the connections. */
-  close(): Promise<void>
+  /**
+   * The first step of `close()`: from now on new acquisitions and
+   * adoptions reject with ERR_LOCK_CLOSED and those waiting end with it;
+   * held locks stay held (and may be extended) until `close`.
+   */
+  beginClose(): void
+  /**
+   * Ends the client: every lock still held ends at once with an
+   * ERR_LOCK_CLOSED error (its `ending`), then `ended` is called (before
+   * anything is sent: the holders are told first); the promise resolves
+   * once those locks are released, the background cleanup ended and the
+   * connections closed. An error `ended` throws is thrown after the close
+   * went on.
+   */
+  close(ended?: () => void): Promise<void>
   /** Whether renewal batches are reported as `'renewed'` events (for tracing). */
   set renewEvents(on: boolean)
   /**
@@ -136,10 +149,18 @@ export declare class NativeLock {
   /** How many attempts the acquisition took. */
   get attempts(): number
   /**
-   * Why the lock was lost (also while `'expired'`): a new `LockError`
-   * (`ERR_LOCK_LOST`) at each read, or null.
+   * Why the lock was lost (also once its validity ran out before the
+   * watchdog recorded it): a new `LockError` (`ERR_LOCK_LOST`) at each
+   * read, or null.
    */
   get loss(): Error | null
+  /**
+   * What ended the lock before its holder let go, once recorded: its loss
+   * (`ERR_LOCK_LOST`) or its client's close (`ERR_LOCK_CLOSED`); a new
+   * `LockError` at each read, or null (also while only the clock tells
+   * that its validity ran out: see `loss`).
+   */
+  get ending(): Error | null
   /**
    * Releases the lock (token-checked, on every node) after stopping its
    * watchdog. Resolves true if it was ours and is now gone, false if it had

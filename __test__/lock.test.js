@@ -179,8 +179,49 @@ test('every call on a closed client rejects ERR_LOCK_CLOSED', async () => {
   await assert.rejects(c.tryAcquire('closed:b'), { code: 'ERR_LOCK_CLOSED' })
   await assert.rejects(c.withLock('closed:b', () => 1), { code: 'ERR_LOCK_CLOSED' })
   await assert.rejects(lock.extend(1000), { code: 'ERR_LOCK_CLOSED' })
+  await assert.rejects(c.acquire(['closed:b', 'closed:c']), { code: 'ERR_LOCK_CLOSED', key: 'closed:b, closed:c' })
+  await assert.rejects(c.adopt('closed:b', 'some-token'), { code: 'ERR_LOCK_CLOSED' })
+  // The lock the close ended says so, and it is no loss.
+  assert.equal(lock.status, 'released')
+  assert.equal(lock.signal.reason.code, 'ERR_LOCK_CLOSED')
+  assert.match(lock.signal.reason.message, /lock "closed:a" was ended: its client was closed while it was held/)
+  assert.equal(lock.lossError, null)
+  assert.throws(() => lock.handOver(), (e) => e.code === 'ERR_LOCK_LOST' && /its client was closed/.test(e.message))
   assert.equal(await lock.release(), false)
   await c.close()
+})
+
+test('while close({ graceful }) waits, held locks can be extended and a waiting acquire ends at once', async () => {
+  const c = new LockClient({ url: server.url })
+  const other = new LockClient({ url: server.url })
+  try {
+    const blocker = await other.acquire('graceful:b')
+    let held
+    let release
+    const running = c.withLock('graceful:a', async (signal, lock) => {
+      held = lock
+      await new Promise((r) => { release = r })
+      return signal.aborted
+    })
+    await waitFor(() => held, { what: 'withLock to run' })
+    const waiting = c.acquire('graceful:b', { waitTimeout: 20000 }).catch((e) => e)
+    const t0 = performance.now()
+    const closing = c.close({ graceful: 20000 })
+    assert.equal(c.closed, true)
+    const err = await waiting
+    assert.equal(err.code, 'ERR_LOCK_CLOSED', String(err))
+    assert.ok(performance.now() - t0 < 5000, 'the waiting acquire did not wait for the graceful bound')
+    await held.extend(5000)
+    assert.ok(await redis.pttl('graceful:a') > 4000, 'extended during the graceful wait')
+    release()
+    assert.equal(await running, false, 'finished within the bound: never aborted')
+    await closing
+    assert.equal(await redis.exists('graceful:a'), 0)
+    await blocker.release()
+  } finally {
+    await c.close()
+    await other.close()
+  }
 })
 
 test('stats count what happened', async () => {

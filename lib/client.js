@@ -11,8 +11,8 @@ const { Lock, runHolding } = require('./lock')
 const { Semaphore } = require('./semaphore')
 const { ReadWriteLock } = require('./rwlock')
 const {
-  kReport, kForget, kClosed, kLost, kAcquireWith, kWithLock, kNative, kFair,
-  channels, rethrowLater, takenAsNull, closedError, closedWhileHeld, abortedError, linkSignal, LiveLocks, settledWithin,
+  kReport, kForget, kEnded, kLost, kAcquireWith, kWithLock, kNative, kFair,
+  channels, rethrowLater, takenAsNull, abortedError, linkSignal, LiveLocks, settledWithin,
 } = require('./internal')
 
 const CLOSE = { graceful: 'number' }
@@ -121,7 +121,7 @@ class LockClient extends EventEmitter {
 
   /** True once `close()` was called. */
   get closed() {
-    return this.#closing !== null || this.#native.closed
+    return this.#native.closed
   }
 
   /** Counters since the client was created. */
@@ -207,7 +207,6 @@ class LockClient extends EventEmitter {
     delete opts.onLost
     let pending
     try {
-      if (this.#closing) throw closedError(keys)
       pending = this.#native.adopt(keys, token, opts)
     } catch (e) {
       const err = withStack(e)
@@ -215,7 +214,7 @@ class LockClient extends EventEmitter {
       throw err
     }
     return pending.then(
-      (native) => this.#hold(native, onLost, keys, false),
+      (native) => this.#hold(native, onLost, false),
       (e) => {
         throw withStack(e)
       },
@@ -300,7 +299,6 @@ class LockClient extends EventEmitter {
     }
     let pending
     try {
-      if (this.#closing) throw closedError(keys)
       pending = this.#native.acquire(keys, opts, cancel, kind)
     } catch (e) {
       if (unlink) unlink()
@@ -312,7 +310,7 @@ class LockClient extends EventEmitter {
     return pending.then(
       (native) => {
         if (unlink) unlink()
-        return this.#hold(native, onLost, keys, true)
+        return this.#hold(native, onLost, true)
       },
       (e) => {
         if (unlink) unlink()
@@ -324,12 +322,12 @@ class LockClient extends EventEmitter {
   }
 
   /** The Lock of a native lock just taken (`acquired`) or adopted, watched for loss events. */
-  #hold(native, onLost, keys, acquired) {
+  #hold(native, onLost, acquired) {
+    // Taken just before close() ended the client's locks, which it did
+    // before this promise's turn came: nobody may work under it.
+    const ending = native.ending
+    if (ending?.code === 'ERR_LOCK_CLOSED') return Promise.reject(withStack(ending))
     const lock = new Lock(native, onLost, this)
-    if (this.#closing) {
-      // close() began while this acquisition was in flight: nobody may work under it.
-      return lock.release().then(() => Promise.reject(closedError(keys)), () => Promise.reject(closedError(keys)))
-    }
     this.#live.add(native.id, lock)
     if (acquired && channels.acquire.hasSubscribers) {
       channels.acquire.publish({ key: lock.key, keys: lock.keys, token: lock.token, attempts: lock.attempts, fence: lock.fence })
@@ -363,7 +361,12 @@ class LockClient extends EventEmitter {
     if (graceful !== undefined && !(graceful >= 0 && graceful <= MAX_MS)) {
       throw outOfRange('options.graceful', `>= 0 and <= ${MAX_MS}`, graceful)
     }
-    if (!this.#closing) this.#closing = this.#close(graceful ?? 0)
+    if (!this.#closing) {
+      // New acquisitions are refused from now on, natively; held locks stay
+      // held for the graceful wait.
+      this.#native.beginClose()
+      this.#closing = this.#close(graceful ?? 0)
+    }
     return this.#closing
   }
 
@@ -378,10 +381,11 @@ class LockClient extends EventEmitter {
 
   async #close(graceful) {
     if (graceful > 0 && this.#running.size > 0) await settledWithin([...this.#running], graceful)
-    for (const lock of this.#live) {
-      if (lock.status === 'held') lock[kClosed](closedWhileHeld(lock.key))
-    }
-    await this.#native.close()
+    // The native close ends every lock still held, then has their holders
+    // told (signal, onLost) before it sends anything.
+    await this.#native.close(() => {
+      for (const lock of this.#live) lock[kEnded]()
+    })
   }
 
   async [Symbol.asyncDispose]() {

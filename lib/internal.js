@@ -15,8 +15,8 @@ const kReport = Symbol('lockdog.reportLoss')
 const kForget = Symbol('lockdog.forget')
 /** Lock: the error that ended it before its holder released it (loss or close), or null. */
 const kEnd = Symbol('lockdog.end')
-/** Lock: `close()` ended it while it was held (`[kClosed](err)`). */
-const kClosed = Symbol('lockdog.closed')
+/** Lock: `close()` ended the locks its client held: tell what ended it (`[kEnded]()`). */
+const kEnded = Symbol('lockdog.ended')
 /** Lock: a loss of it was reported (`[kLost](err)`). */
 const kLost = Symbol('lockdog.lost')
 /** Client: takes another kind of lock (`[kAcquireWith](keys, options, kind, signal, onLost)`). */
@@ -49,16 +49,6 @@ function takenAsNull(pending) {
     if (e && e.code === 'ERR_LOCK_TAKEN') return null
     throw e
   })
-}
-
-/** An acquisition refused because `close()` was called. */
-function closedError(keys) {
-  return new LockError('ERR_LOCK_CLOSED', 'the lock client is closed', { key: keys.join(', ') })
-}
-
-/** What a lock still held is ended with when its client closes. */
-function closedWhileHeld(key) {
-  return new LockError('ERR_LOCK_CLOSED', `lock "${key}" was ended: its client was closed while it was held`, { key })
 }
 
 /** An acquisition whose signal had aborted before it started. */
@@ -148,7 +138,7 @@ module.exports = {
   kReport,
   kForget,
   kEnd,
-  kClosed,
+  kEnded,
   kLost,
   kAcquireWith,
   kWithLock,
@@ -157,8 +147,6 @@ module.exports = {
   channels,
   rethrowLater,
   takenAsNull,
-  closedError,
-  closedWhileHeld,
   abortedError,
   linkSignal,
 }

@@ -1,24 +1,23 @@
 'use strict'
 
 // The JS `Lock`: a view of the native lock. Key, token, validity, status and
-// the loss (found by a renewal or by a release) are the native lock's; this
-// object adds what only JS can hold: the AbortSignal, the `onLost` callback,
-// and the close that ended it.
+// what ended it (a loss found by a renewal or by a release, or its client's
+// close) are the native lock's; this object adds what only JS can hold: the
+// AbortSignal and the `onLost` callback, told once.
 
 const { LockError, withStack, invalidType } = require('./errors')
-const { kLock, kReport, kForget, kEnd, kClosed, kLost, channels, rethrowLater } = require('./internal')
+const { kLock, kReport, kForget, kEnd, kEnded, kLost, channels, rethrowLater } = require('./internal')
 
 /** A held lock. Created by `LockClient#acquire`; renewed natively until released. */
 class Lock {
   #native
   #controller = null
   #onLost
-  #loss = null
+  /** What ended the lock before its holder let go (loss or close), as told: one object for every reader. */
+  #ending = null
   /** The client: a lock that can still be reached keeps its client (and so its loss events) alive. */
   #client
   #delivered = false
-  /** The ERR_LOCK_CLOSED error when `close()` ended the lock while it was held. */
-  #closedBy = null
 
   constructor(native, onLost, client) {
     this.#native = native
@@ -80,12 +79,10 @@ class Lock {
   }
   /** The `LockError` (ERR_LOCK_LOST) the lock was lost with, or null. */
   get lossError() {
-    if (this.#loss) return this.#loss
-    // The native lock builds a new LockError at each read: a recorded loss is
-    // kept, so every reader gets the one the signal aborted with.
-    const loss = this.#native.loss
-    if (loss && this.#native.ended) this.#loss = loss
-    return loss
+    const end = this.#recordedEnd()
+    if (end) return end.code === 'ERR_LOCK_LOST' ? end : null
+    // Only the clock tells yet: the native lock builds one at each read.
+    return this.#native.loss
   }
 
   /** Aborts with a `LockError` (code ERR_LOCK_LOST, or ERR_LOCK_CLOSED) when the lock is lost or its client closed. */
@@ -95,7 +92,7 @@ class Lock {
       // Whoever holds the signal keeps the lock reachable, so it is not
       // collected (and its renewal stopped) while work still listens to it.
       this.#controller.signal[kLock] = this
-      const ended = this.#closedBy || this.#recordedLoss()
+      const ended = this.#recordedEnd()
       if (ended) this.#controller.abort(ended)
     }
     return this.#controller.signal
@@ -126,10 +123,7 @@ class Lock {
    * Returns `{ key, keys, token, remaining, fence }`.
    */
   handOver() {
-    this.#deliverLoss()
-    if (this.#closedBy) {
-      throw new LockError('ERR_LOCK_LOST', `lock "${this.key}" cannot be handed over: its client was closed`, { key: this.key })
-    }
+    this.#deliverEnd()
     let info
     try {
       info = this.#native.handOver()
@@ -148,7 +142,7 @@ class Lock {
    * emits 'lost') and `withLock` rejects with ERR_LOCK_LOST.
    */
   release() {
-    this.#deliverLoss()
+    this.#deliverEnd()
     // Released: no loss event needs to find this lock any more.
     this.#client[kForget](this.#native.id)
     const released = this.#native.release().then(
@@ -158,7 +152,7 @@ class Lock {
         // here, before the release resolves, as a renewal's would be.
         if (out instanceof Error) this.#client[kReport](withStack(out), this)
         // Lost natively just before the release? Its event may still be queued.
-        else this.#deliverLoss()
+        else this.#deliverEnd()
         return false
       },
       (e) => {
@@ -172,16 +166,17 @@ class Lock {
     })
   }
 
-  /** The loss the native side recorded (not one only the clock tells yet), or null. */
-  #recordedLoss() {
-    return this.#native.ended && this.#native.status === 'lost' ? this.lossError : null
+  /** What ended the lock as the native side recorded it (not a loss only the clock tells yet), or null. */
+  #recordedEnd() {
+    if (!this.#ending && this.#native.ended) this.#ending = this.#native.ending
+    return this.#ending
   }
 
-  /** Tells the signal and onLost of a loss the native side recorded, once. */
-  #deliverLoss() {
+  /** Tells the signal and onLost what ended the lock, once the native side recorded it; once. */
+  #deliverEnd() {
     if (this.#delivered) return
-    const loss = this.#recordedLoss()
-    if (loss) this[kLost](loss)
+    const end = this.#recordedEnd()
+    if (end) this.#end(end)
   }
 
   async [Symbol.asyncDispose]() {
@@ -190,20 +185,18 @@ class Lock {
 
   /** @internal the error that ended the lock before its holder released it (loss or close), or null. */
   [kEnd]() {
-    return this.#closedBy || this.#loss
+    return this.#ending
   }
 
-  /** @internal called by the client when `close()` ends this lock while it is held. */
-  [kClosed](err) {
-    if (this.#delivered || this.#native.ended) return
-    this.#closedBy = err
-    this.#end(err)
+  /** @internal called by the client once `close()` ended the locks it held. */
+  [kEnded]() {
+    this.#deliverEnd()
   }
 
   /** @internal called by the client when a loss of this lock is reported. */
   [kLost](err) {
     if (this.#delivered) return
-    this.#loss = err
+    this.#ending = err
     this.#end(err)
   }
 

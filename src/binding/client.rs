@@ -172,15 +172,40 @@ impl NativeClient {
         })
     }
 
-    /// Stops every watchdog, releases every held lock and closes the connections.
+    /// The first step of `close()`: from now on new acquisitions and
+    /// adoptions reject with ERR_LOCK_CLOSED and those waiting end with it;
+    /// held locks stay held (and may be extended) until `close`.
+    #[napi]
+    pub fn begin_close(&self) {
+        self.core.begin_close();
+        uvloop::stop_acquiring(&self.core);
+    }
+
+    /// Ends the client: every lock still held ends at once with an
+    /// ERR_LOCK_CLOSED error (its `ending`), then `ended` is called (before
+    /// anything is sent: the holders are told first); the promise resolves
+    /// once those locks are released, the background cleanup ended and the
+    /// connections closed. An error `ended` throws is thrown after the close
+    /// went on.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
+    pub fn close<'env>(
+        &self,
+        env: &'env Env,
+        #[napi(ts_arg_type = "() => void")] ended: Option<Function<'env, (), ()>>,
+    ) -> Result<PromiseRaw<'env, ()>> {
         uvloop::retire(&self.core);
-        let client = self.core.clone();
-        env.spawn_future(async move {
-            client.close().await;
+        let mut told = Ok(());
+        let closing = self.core.close_telling(|| {
+            if let Some(ended) = ended {
+                told = ended.call(());
+            }
+        });
+        let done = env.spawn_future(async move {
+            closing.await;
             Ok(())
-        })
+        });
+        told?;
+        done
     }
 
     /// Whether renewal batches are reported as `'renewed'` events (for tracing).

@@ -133,12 +133,22 @@ impl NativeLock {
         self.lock.attempts()
     }
 
-    /// Why the lock was lost (also while `'expired'`): a new `LockError`
-    /// (`ERR_LOCK_LOST`) at each read, or null.
+    /// Why the lock was lost (also once its validity ran out before the
+    /// watchdog recorded it): a new `LockError` (`ERR_LOCK_LOST`) at each
+    /// read, or null.
     #[napi(getter, ts_return_type = "Error | null")]
     pub fn loss(&self) -> Option<ErrorObject> {
         let loss = self.lock.loss_now();
         loss.map(ErrorObject)
+    }
+
+    /// What ended the lock before its holder let go, once recorded: its loss
+    /// (`ERR_LOCK_LOST`) or its client's close (`ERR_LOCK_CLOSED`); a new
+    /// `LockError` at each read, or null (also while only the clock tells
+    /// that its validity ran out: see `loss`).
+    #[napi(getter, ts_return_type = "Error | null")]
+    pub fn ending(&self) -> Option<ErrorObject> {
+        self.lock.ending().map(ErrorObject)
     }
 
     /// Releases the lock (token-checked, on every node) after stopping its

@@ -43,7 +43,7 @@ pub fn check_token(token: &str) -> Result<()> {
 /// `ERR_LOCK_LOST` when the keys are gone or hold another token.
 pub(crate) async fn adopt(inner: &Arc<Inner>, request: Request, token: String) -> Result<Lock> {
     let Request { names, spec, .. } = request;
-    inner.ensure_open()?;
+    inner.ensure_accepting()?;
     let keys = keys::prefixed(&inner.cfg.key_prefix, &names);
     let label = names.join(", ");
     let ttl = spec.ttl;

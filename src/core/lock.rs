@@ -121,6 +121,12 @@ impl Lock {
         self.state().loss()
     }
 
+    /// What ended the lock before its holder let go: its loss or its
+    /// client's close (see [`LockState::ending`]).
+    pub fn ending(&self) -> Option<LockError> {
+        self.state().ending()
+    }
+
     /// Why the lock is lost, also while its validity ran out before the
     /// watchdog recorded the loss (status still `Held`, no longer held).
     pub fn loss_now(&self) -> Option<LockError> {

@@ -74,7 +74,9 @@ pub struct LockState {
     /// Set once the lock ended and its end was reported; `ended_wake` wakes its waiters.
     ended_flag: AtomicBool,
     ended_wake: Notify,
-    loss: Mutex<Option<Box<LockError>>>,
+    /// What ended it before its holder let go: the loss (status `Lost`), or
+    /// the client's close (status `Released`, see [`LockState::end_closed`]).
+    ending: Mutex<Option<Box<LockError>>>,
     /// Its validity had run out when its holder released it.
     released_late: AtomicBool,
 }
@@ -123,7 +125,7 @@ impl LockState {
             status: AtomicU8::new(HELD),
             ended_flag: AtomicBool::new(false),
             ended_wake: Notify::new(),
-            loss: Mutex::new(None),
+            ending: Mutex::new(None),
             released_late: AtomicBool::new(false),
         }
     }
@@ -231,6 +233,24 @@ impl LockState {
         won
     }
 
+    /// Moves from `Held` to `Released` because its client closes: its holder
+    /// is told with the `ERR_LOCK_CLOSED` that [`LockState::ending`] gives;
+    /// false if it had already ended.
+    pub fn end_closed(&self) -> bool {
+        let mut ending = sync::lock(&self.ending);
+        let won = self.end(RELEASED);
+        if won {
+            let why = format!(
+                "lock \"{}\" was ended: its client was closed while it was held",
+                self.label()
+            );
+            *ending = Some(Box::new(
+                LockError::new(crate::core::error::ErrorCode::Closed, why).with_key(self.label()),
+            ));
+        }
+        won
+    }
+
     /// Moves from `Held` to `HandedOver`; false if it had already ended.
     pub fn end_handed_over(&self) -> bool {
         self.end(HANDED_OVER)
@@ -246,7 +266,11 @@ impl LockState {
             "on release its key was gone or held by another owner"
         };
         let err = lost(&self.label(), why);
-        let mut loss = sync::lock(&self.loss);
+        let mut ending = sync::lock(&self.ending);
+        if ending.is_some() {
+            // Its client's close ended it, and its holder was told so.
+            return None;
+        }
         let moved = self
             .status
             .compare_exchange(RELEASED, LOST, Ordering::AcqRel, Ordering::Acquire)
@@ -254,7 +278,7 @@ impl LockState {
         if !moved {
             return None;
         }
-        *loss = Some(Box::new(err.clone()));
+        *ending = Some(Box::new(err.clone()));
         Some(err)
     }
 
@@ -262,11 +286,11 @@ impl LockState {
     /// Waiters on [`LockState::ended`] are woken by [`LockState::notify_ended`],
     /// once the loss has been counted and reported.
     pub fn end_lost(&self, why: LockError) -> bool {
-        let mut loss = sync::lock(&self.loss);
-        if loss.is_none() && self.status() == Status::Held {
-            *loss = Some(Box::new(why));
+        let mut ending = sync::lock(&self.ending);
+        if ending.is_none() && self.status() == Status::Held {
+            *ending = Some(Box::new(why));
         }
-        drop(loss);
+        drop(ending);
         self.status
             .compare_exchange(HELD, LOST, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
@@ -293,7 +317,16 @@ impl LockState {
         if self.status() != Status::Lost {
             return None;
         }
-        sync::lock(&self.loss).as_deref().cloned()
+        sync::lock(&self.ending).as_deref().cloned()
+    }
+
+    /// What ended the lock before its holder let go, once it did: its loss
+    /// (`ERR_LOCK_LOST`) or its client's close (`ERR_LOCK_CLOSED`).
+    pub fn ending(&self) -> Option<LockError> {
+        match self.status() {
+            Status::Held | Status::HandedOver => None,
+            Status::Released | Status::Lost => sync::lock(&self.ending).as_deref().cloned(),
+        }
     }
 
     /// Completes when the lock is released or lost.
@@ -345,6 +378,28 @@ mod tests {
         assert_eq!(s.status(), Status::Lost);
         assert_eq!(s.loss().map(|e| e.code), Some(ErrorCode::Lost));
         assert_eq!(s.remaining(), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_lock_its_client_closed_tells_its_holder_so_and_is_never_a_loss() {
+        let s = state(Duration::from_secs(5));
+        assert!(s.ending().is_none());
+        assert!(s.end_closed());
+        assert!(!s.end_closed(), "ended once");
+        assert_eq!(s.status(), Status::Released);
+        let why = s.ending().expect("the close is recorded");
+        assert_eq!(why.code, ErrorCode::Closed);
+        assert_eq!(why.key.as_deref(), Some("k"));
+        assert!(why.message.contains("client was closed while it was held"));
+        assert!(s.loss().is_none(), "a close is not a loss");
+        // The close's own release finding the key gone changes nothing.
+        assert!(s.lost_before_release().is_none());
+        assert_eq!(s.status(), Status::Released);
+        // A lock released by its holder has no ending to tell.
+        let s = state(Duration::from_secs(5));
+        assert!(s.end_released());
+        assert!(s.ending().is_none());
+        assert!(!s.end_closed());
     }
 
     #[test]

@@ -44,9 +44,12 @@ pub type EventHook = Arc<dyn Fn(Event<'_>) + Send + Sync>;
 pub(crate) struct Inner {
     pub cfg: ClientConfig,
     pub nodes: Vec<Node>,
+    /// `close()` ended the held locks: nothing more is sent for this client.
     pub closed: AtomicBool,
-    /// Cancelled when `close()` begins: an acquisition waiting for its next
-    /// attempt ends with `ERR_LOCK_CLOSED` then, not at its next timer.
+    /// Cancelled when `close()` is called: no new acquisition or adoption is
+    /// taken, and one waiting for its next attempt ends with `ERR_LOCK_CLOSED`
+    /// then, not at its next timer. Held locks stay held (and may be extended)
+    /// until `closed`.
     pub closing: CancellationToken,
     pub next_id: AtomicU64,
     pub stats: Stats,
@@ -177,6 +180,18 @@ impl Inner {
         quorum::no_quorum(self.reports(answers), message)
     }
 
+    /// `Err(ERR_LOCK_CLOSED)` once `close()` was called: for what takes a
+    /// new lock (an acquisition, an adoption).
+    pub fn ensure_accepting(&self) -> Result<()> {
+        if self.closing.is_cancelled() {
+            Err(LockError::closed())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// `Err(ERR_LOCK_CLOSED)` once `close()` ended the held locks: for what
+    /// works on a lock already held (an extend, a hand-over, a read).
     pub fn ensure_open(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             Err(LockError::closed())

@@ -256,6 +256,11 @@ pub fn abandon(client: &core::Client) {
     forget(client);
 }
 
+/// `close()` was called: the client's acquisitions on this thread end at once.
+pub fn stop_acquiring(client: &core::Client) {
+    super::acquire::closing(key_of(client));
+}
+
 /// The client closes: no more fast operations.
 pub fn retire(client: &core::Client) {
     let key = key_of(client);

@@ -31,7 +31,7 @@ mod uv;
 #[cfg(unix)]
 pub use acquire::acquire;
 #[cfg(unix)]
-pub use clients::{abandon, forget, register, retire};
+pub use clients::{abandon, forget, register, retire, stop_acquiring};
 #[cfg(unix)]
 pub use ops::{extend, release};
 
@@ -50,6 +50,7 @@ mod off {
     pub fn forget(_: &core::Client) {}
     pub fn abandon(_: &core::Client) {}
     pub fn retire(_: &core::Client) {}
+    pub fn stop_acquiring(_: &core::Client) {}
     pub fn acquire<'env>(
         _: &'env Env,
         _: &core::Client,
@@ -74,4 +75,4 @@ mod off {
 }
 
 #[cfg(not(unix))]
-pub use off::{abandon, acquire, extend, forget, register, release, retire};
+pub use off::{abandon, acquire, extend, forget, register, release, retire, stop_acquiring};

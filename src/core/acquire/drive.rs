@@ -37,7 +37,7 @@ pub(super) async fn acquire(
     request: Request,
     cancel: CancellationToken,
 ) -> Result<Lock> {
-    inner.ensure_open()?;
+    inner.ensure_accepting()?;
     inner.stats.on_tokio.fetch_add(1, Ordering::Relaxed);
     let plan = plan_of(inner, &request);
     let token = plan.take.token();
@@ -131,7 +131,7 @@ impl Driver {
                 _ = cancel.cancelled() => self.acq.cancel(Cancel::Aborted),
                 _ = self.inner.closing.cancelled() => self.acq.cancel(Cancel::Closed),
             }
-            if self.inner.ensure_open().is_err() {
+            if self.inner.ensure_accepting().is_err() {
                 self.acq.cancel(Cancel::Closed);
             }
         }
@@ -156,7 +156,7 @@ impl Driver {
                 _ = self.inner.closing.cancelled() => return self.acq.cancel(Cancel::Closed),
             }
         }
-        if self.inner.ensure_open().is_err() {
+        if self.inner.ensure_accepting().is_err() {
             return self.acq.cancel(Cancel::Closed);
         }
         let behind = behind_earlier_callers(&self.inner, self.acq.plan(), request);

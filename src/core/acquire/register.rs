@@ -63,7 +63,7 @@ impl Inner {
     /// it was being registered: it is then given back in the background
     /// (which `close()` awaits), whichever driver took it.
     pub(crate) fn unless_closed(self: &Arc<Self>, lock: Lock) -> Result<Lock> {
-        if let Err(closed) = self.ensure_open() {
+        if let Err(closed) = self.ensure_accepting() {
             self.in_background(async move {
                 let _ = lock.release().await;
             });

@@ -4,6 +4,7 @@
 //! parallel and needs a quorum (floor(N/2) + 1; 1 of 1 for a single node),
 //! decided in `quorum/`.
 
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -82,8 +83,9 @@ impl Client {
         self.inner.nodes.iter().map(|n| n.name.clone()).collect()
     }
 
+    /// True once `close()` was called (it may still be waiting to end the held locks).
     pub fn is_closed(&self) -> bool {
-        self.inner.closed.load(Ordering::Acquire)
+        self.inner.closing.is_cancelled()
     }
 
     pub fn stats(&self) -> StatsSnapshot {
@@ -124,7 +126,7 @@ impl Client {
     /// Checks keys and options without I/O, so bad input fails before anything is sent.
     pub fn prepare(&self, keys: Vec<String>, opts: &AcquireOptions) -> Result<Request> {
         if self.is_closed() {
-            return Err(LockError::closed());
+            return Err(LockError::closed().with_key(keys.join(", ")));
         }
         let names = lock_keys(keys)?;
         let cfg = &self.inner.cfg;
@@ -340,35 +342,57 @@ impl Client {
         }
     }
 
-    /// Stops every watchdog, releases every held lock, waits for the cleanup
-    /// releases still running in the background, then closes connections.
-    /// Later calls fail with `ERR_LOCK_CLOSED`.
+    /// The first step of `close()`: from now on no new acquisition or
+    /// adoption is taken and those waiting end with `ERR_LOCK_CLOSED`; held
+    /// locks stay held (and may be extended) until [`Client::close`].
+    pub fn begin_close(&self) {
+        self.inner.closing.cancel();
+    }
+
+    /// [`Client::close_telling`] with nobody to tell.
     pub async fn close(&self) {
-        let inner = &self.inner;
-        if inner.closed.swap(true, Ordering::AcqRel) {
-            return;
+        self.close_telling(|| {}).await
+    }
+
+    /// Ends the client. At once ([`Client::begin_close`] included): every
+    /// lock still held ends with the `ERR_LOCK_CLOSED` its holder is told
+    /// ([`crate::core::lock_state::LockState::ending`]), the watchdog stops, and `ended` runs (the
+    /// holders are told) before anything is sent. The future then releases
+    /// those locks, waits for the cleanup releases still running in the
+    /// background and closes the connections. A later call does nothing.
+    pub fn close_telling(&self, ended: impl FnOnce()) -> impl Future<Output = ()> + Send + 'static {
+        let inner = self.inner.clone();
+        let first = !inner.closed.swap(true, Ordering::AcqRel);
+        let mut held = Vec::new();
+        if first {
+            inner.closing.cancel();
+            inner.watchdog.stop();
+            held = inner
+                .watchdog
+                .drain()
+                .into_iter()
+                .filter(|s| s.end_closed())
+                .collect();
+            inner
+                .stats
+                .held
+                .fetch_sub(held.len() as u64, Ordering::Relaxed);
+            ended();
         }
-        inner.closing.cancel();
-        inner.watchdog.stop();
-        let held: Vec<_> = inner
-            .watchdog
-            .drain()
-            .into_iter()
-            .filter(|s| s.end_released())
-            .collect();
-        inner
-            .stats
-            .held
-            .fetch_sub(held.len() as u64, Ordering::Relaxed);
-        join_all(held.iter().map(|s| inner.release_state(s))).await;
-        // Cleanup releases still running (undone attempts, lost locks) go first.
-        inner.settled().await;
-        for node in &inner.nodes {
-            node.disconnect();
-        }
-        // A client that held many locks leaves as much freed memory behind.
-        if held.len() >= crate::core::memory::BURST {
-            crate::core::memory::give_back();
+        async move {
+            if !first {
+                return;
+            }
+            join_all(held.iter().map(|s| inner.release_state(s))).await;
+            // Cleanup releases still running (undone attempts, lost locks) go first.
+            inner.settled().await;
+            for node in &inner.nodes {
+                node.disconnect();
+            }
+            // A client that held many locks leaves as much freed memory behind.
+            if held.len() >= crate::core::memory::BURST {
+                crate::core::memory::give_back();
+            }
         }
     }
 }

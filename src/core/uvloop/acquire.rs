@@ -41,7 +41,7 @@ pub fn fast_acquire(
     connecting: bool,
 ) -> std::result::Result<FastAcquire, Box<Request>> {
     let inner = client.inner().clone();
-    if inner.ensure_open().is_err() {
+    if inner.ensure_accepting().is_err() {
         return Err(request);
     }
     let plan = plan_of(&inner, &request);
@@ -295,7 +295,7 @@ impl FastAcquire {
     }
 
     fn step(&mut self) -> Step {
-        if self.request.is_some() && !self.acq.is_done() && self.inner.ensure_open().is_err() {
+        if self.request.is_some() && !self.acq.is_done() && self.inner.ensure_accepting().is_err() {
             self.acq.cancel(Cancel::Closed);
         }
         let mut listen = false;
