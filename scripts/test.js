@@ -23,7 +23,7 @@ const { parseArgs } = require('node:util')
 const root = path.join(__dirname, '..')
 const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc')
 // Every test file's process stops itself, with a report, past a time no file needs.
-const fileLimit = path.join(__dirname, '..', '__test__', 'helpers', 'file-limit.js')
+const fileLimit = path.join(__dirname, 'test-file-limit.js')
 const reporter = require('node:url').pathToFileURL(path.join(__dirname, 'failures-reporter.mjs')).href
 const nodeVersions = require('./node-versions')
 const { redisServerAvailable, BIN } = require('./local-redis')
