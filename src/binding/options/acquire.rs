@@ -1,12 +1,14 @@
 //! One acquisition's options, checked into the core's (`Infinity` and -1
-//! mean "no limit" where JS callers use them).
+//! mean "no limit" where JS callers use them), and what it takes
+//! ([`AcquireKind`], below).
 
 use std::time::Duration;
 
 use napi_derive::napi;
 
 use crate::core::config::{self, lease_millis, millis, whole_number};
-use crate::core::{self as core, LockError};
+use crate::core::keys::lock_keys;
+use crate::core::{self as core, LockError, Request};
 
 /// Settings of one acquisition; unset fields take the client's defaults.
 #[napi(object, object_to_js = false)]
@@ -122,5 +124,267 @@ impl AcquireOptions {
         };
         o.validate()?;
         Ok(o)
+    }
+}
+
+// What one acquisition takes, resolved once into the core's [`Request`]: a
+// plain lock, a semaphore's permits or a read-write lock's side, each of
+// them optionally fair.
+
+/// What an acquisition takes. Without any field: a plain lock on every key.
+#[napi(object, object_to_js = false)]
+#[derive(Default)]
+pub struct AcquireKind {
+    /// Makes it a semaphore of this many permits held at once (one key). The default value is no semaphore.
+    pub limit: Option<f64>,
+    /// Permits of the semaphore to take (with `limit`). The default value is 1.
+    pub permits: Option<f64>,
+    /// Makes it a read-write lock (one key): `true` its writer, `false` a reader. The default value is no read-write lock.
+    pub write: Option<bool>,
+    /// Serves waiters across every process in arrival order through a line
+    /// kept in Redis (one key; one node or a cluster). The default value is `false`.
+    pub fair: Option<bool>,
+}
+
+/// [`AcquireKind`] checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kind {
+    take: Take,
+    fair: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Take {
+    Lock,
+    Permits { limit: u32, permits: u32 },
+    ReadWrite { write: bool },
+}
+
+fn count(name: &str, value: f64) -> Result<u32, LockError> {
+    let n = whole_number(name, value, 0)?;
+    Ok(u32::try_from(n).unwrap_or(u32::MAX))
+}
+
+impl AcquireKind {
+    /// Checks the fields (counts as `ERR_OUT_OF_RANGE`, combinations as
+    /// `ERR_INVALID_ARG_VALUE`) before the options and keys are.
+    pub fn to_kind(&self) -> Result<Kind, LockError> {
+        let take = match (self.limit, self.permits, self.write) {
+            (None, None, None) => Take::Lock,
+            (None, None, Some(write)) => Take::ReadWrite { write },
+            (_, _, Some(_)) => {
+                return Err(LockError::invalid_value(
+                    "write",
+                    "cannot be combined with limit or permits",
+                ))
+            }
+            (None, Some(_), None) => {
+                return Err(LockError::invalid_value(
+                    "limit",
+                    "is required with permits",
+                ))
+            }
+            (Some(limit), permits, None) => Take::Permits {
+                limit: count("limit", limit)?,
+                permits: permits.map_or(Ok(1), |p| count("permits", p))?,
+            },
+        };
+        Ok(Kind {
+            take,
+            fair: self.fair.unwrap_or(false),
+        })
+    }
+}
+
+/// The one key of a semaphore, read-write or fair lock.
+fn single(keys: Vec<String>) -> Result<String, LockError> {
+    match <[String; 1]>::try_from(keys) {
+        Ok([key]) => Ok(key),
+        // An empty list fails as it does for a plain lock.
+        Err(keys) if keys.is_empty() => lock_keys(keys).map(|_| String::new()),
+        Err(_) => Err(LockError::invalid_value(
+            "key",
+            "must be a single key for a semaphore, a read-write lock or a fair lock",
+        )),
+    }
+}
+
+impl Kind {
+    /// Checks `keys` and `opts` for this kind without I/O (a plain lock takes
+    /// its place among this client's callers of the key).
+    pub fn prepare(
+        self,
+        client: &core::Client,
+        keys: Vec<String>,
+        opts: &core::AcquireOptions,
+    ) -> Result<Request, LockError> {
+        match (self.take, self.fair) {
+            (Take::Lock, false) => client.prepare_lock(keys, opts),
+            (Take::Lock, true) => client.prepare_fair(single(keys)?, opts),
+            (Take::Permits { limit, permits }, false) => {
+                client.prepare_permits(single(keys)?, limit, permits, opts)
+            }
+            (Take::Permits { limit, permits }, true) => {
+                client.prepare_fair_permits(single(keys)?, limit, permits, opts)
+            }
+            (Take::ReadWrite { write }, false) => client.prepare_rw(single(keys)?, write, opts),
+            (Take::ReadWrite { write }, true) => client.prepare_fair_rw(single(keys)?, write, opts),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::config::{ClientConfig, NodeSpec};
+    use crate::core::model::Kind as Permits;
+    use crate::core::ErrorCode;
+
+    fn client(nodes: usize) -> core::Client {
+        let cfg = ClientConfig {
+            nodes: (0..nodes)
+                .map(|i| NodeSpec::Master(format!("redis://127.0.0.1:{}", 7000 + i)))
+                .collect(),
+            ..ClientConfig::default()
+        };
+        match core::Client::new(cfg, None) {
+            Ok(c) => c,
+            Err(e) => panic!("client: {e}"),
+        }
+    }
+
+    fn kind(
+        limit: Option<f64>,
+        permits: Option<f64>,
+        write: Option<bool>,
+        fair: bool,
+    ) -> AcquireKind {
+        AcquireKind {
+            limit,
+            permits,
+            write,
+            fair: Some(fair),
+        }
+    }
+
+    fn prepared(k: AcquireKind, keys: &[&str], nodes: usize) -> Result<Request, LockError> {
+        let keys = keys.iter().map(|k| k.to_string()).collect();
+        k.to_kind()?
+            .prepare(&client(nodes), keys, &core::AcquireOptions::default())
+    }
+
+    fn error(r: Result<Request, LockError>) -> LockError {
+        match r {
+            Ok(_) => panic!("expected an error"),
+            Err(e) => e,
+        }
+    }
+
+    fn taken(r: Result<Request, LockError>) -> Option<(u32, u32, Permits)> {
+        match r {
+            Ok(request) => request.permits.map(|p| (p.limit, p.permits, p.kind)),
+            Err(e) => panic!("prepare: {e}"),
+        }
+    }
+
+    #[test]
+    fn no_kind_is_a_plain_lock_on_every_key() {
+        let request = match prepared(AcquireKind::default(), &["a", "b"], 1) {
+            Ok(r) => r,
+            Err(e) => panic!("prepare: {e}"),
+        };
+        assert!(request.permits.is_none());
+        assert_eq!(request.names, ["a", "b"]);
+    }
+
+    #[test]
+    fn a_plain_lock_on_one_key_takes_its_place_in_line() {
+        let request = prepared(AcquireKind::default(), &["a"], 1);
+        assert!(request.is_ok_and(|r| r.arrival.is_some()));
+        let fair = prepared(kind(None, None, None, true), &["a"], 1);
+        assert!(fair.is_ok_and(|r| r.arrival.is_none()));
+    }
+
+    #[test]
+    fn limit_makes_a_semaphore_of_one_permit_by_default() {
+        let got = taken(prepared(kind(Some(3.0), None, None, false), &["s"], 1));
+        assert_eq!(got, Some((3, 1, Permits::Semaphore)));
+        let got = taken(prepared(kind(Some(3.0), Some(2.0), None, false), &["s"], 1));
+        assert_eq!(got, Some((3, 2, Permits::Semaphore)));
+    }
+
+    #[test]
+    fn a_semaphore_on_several_nodes_takes_slots() {
+        let got = taken(prepared(kind(Some(3.0), Some(2.0), None, false), &["s"], 3));
+        assert_eq!(got, Some((3, 2, Permits::Slots)));
+    }
+
+    #[test]
+    fn write_picks_the_side_of_a_read_write_lock() {
+        let read = taken(prepared(kind(None, None, Some(false), false), &["rw"], 1));
+        assert_eq!(read.map(|t| t.2), Some(Permits::Read));
+        let write = taken(prepared(kind(None, None, Some(true), false), &["rw"], 1));
+        assert_eq!(write.map(|t| t.2), Some(Permits::Write));
+    }
+
+    #[test]
+    fn fair_serves_each_kind_in_arrival_order() {
+        let lock = taken(prepared(kind(None, None, None, true), &["f"], 1));
+        assert_eq!(lock.map(|t| t.2), Some(Permits::Fair));
+        let sem = taken(prepared(kind(Some(4.0), Some(2.0), None, true), &["f"], 1));
+        assert_eq!(sem, Some((4, 2, Permits::FairPermits)));
+        let rw = taken(prepared(kind(None, None, Some(true), true), &["f"], 1));
+        assert_eq!(rw.map(|t| t.2), Some(Permits::FairPermits));
+    }
+
+    #[test]
+    fn fair_is_refused_with_several_nodes() {
+        for k in [
+            kind(None, None, None, true),
+            kind(Some(2.0), None, None, true),
+            kind(None, None, Some(false), true),
+        ] {
+            let e = error(prepared(k, &["f"], 3));
+            assert_eq!(e.code, ErrorCode::InvalidArgValue);
+            assert!(e.message.contains("'fair'"), "{}", e.message);
+        }
+    }
+
+    #[test]
+    fn counts_are_checked_as_before() {
+        let e = error(prepared(kind(Some(1.5), Some(1.0), None, false), &["s"], 1));
+        assert_eq!(e.code, ErrorCode::OutOfRange);
+        assert!(e.message.contains("\"limit\""), "{}", e.message);
+        let e = error(prepared(
+            kind(Some(2.0), Some(-1.0), None, false),
+            &["s"],
+            1,
+        ));
+        assert!(e.message.contains("\"permits\""), "{}", e.message);
+        let e = error(prepared(kind(Some(2.0), Some(3.0), None, false), &["s"], 1));
+        assert_eq!(e.code, ErrorCode::OutOfRange);
+        assert!(e.message.contains("<= limit (2)"), "{}", e.message);
+    }
+
+    #[test]
+    fn contradicting_fields_are_refused() {
+        let e = error(prepared(
+            kind(Some(2.0), None, Some(true), false),
+            &["s"],
+            1,
+        ));
+        assert_eq!(e.code, ErrorCode::InvalidArgValue);
+        assert!(e.message.contains("'write'"), "{}", e.message);
+        let e = error(prepared(kind(None, Some(1.0), None, false), &["s"], 1));
+        assert!(e.message.contains("'limit' is required"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_kind_needs_exactly_one_key() {
+        let e = error(prepared(kind(None, None, None, true), &["a", "b"], 1));
+        assert_eq!(e.code, ErrorCode::InvalidArgValue);
+        assert!(e.message.contains("single key"), "{}", e.message);
+        let e = error(prepared(kind(Some(2.0), None, None, false), &[], 1));
+        assert!(e.message.contains("empty list"), "{}", e.message);
     }
 }

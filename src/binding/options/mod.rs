@@ -1,15 +1,13 @@
 //! Options as JavaScript passes them. Numbers arrive as doubles and are checked
 //! by the core (`ERR_OUT_OF_RANGE` for NaN, fractions, negatives, too large).
-//! `client.rs` is a client's options, `acquire.rs` one acquisition's,
-//! `kind.rs` what it takes (lock, permits, a read-write side, fair or not),
+//! `client.rs` is a client's options, `acquire.rs` one acquisition's and
+//! what it takes (lock, permits, a read-write side, fair or not),
 //! `reports.rs` what goes back to JS (counters, an inspection, a count).
 
 mod acquire;
 mod client;
-mod kind;
 mod reports;
 
-pub use acquire::AcquireOptions;
+pub use acquire::{AcquireKind, AcquireOptions};
 pub use client::{LockClientOptions, TlsOptions};
-pub use kind::AcquireKind;
 pub use reports::{LockInspection, LockStats, SemaphoreCount};

@@ -16,9 +16,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::plan::plan_of;
-use super::queue::{behind_earlier_callers, queue_up, timer_fired, woke, Queued};
-use super::register::register;
+use super::plan_of;
+use super::register;
+use super::{behind_earlier_callers, queue_up, timer_fired, woke, Queued};
 use crate::core::error::{NodeAnswer, Result};
 use crate::core::lock::Lock;
 use crate::core::model::{LateAnswers, Request};

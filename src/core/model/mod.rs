@@ -1,20 +1,127 @@
 //! The data every layer of the lock shares, with no I/O and no awaits: what
 //! kind of lock an acquisition takes, the token it carries and the
 //! [`LockKind`] a lock keeps in its state (`kind.rs`), the keys and leases
-//! one attempt sends to a node (`lease.rs`), each node's answer to a lock's
-//! last operation (`answers.rs`), and the checked request (`request.rs`).
+//! one attempt sends to a node (`lease.rs`); here, each node's answer to a
+//! lock's last operation ([`Answers`]) and the checked request ([`Request`]).
 //! The transports (`runtime/`, `uvloop/`) and the engine (`acquire/`) both build
 //! on it; it builds on neither.
 
-mod answers;
 mod kind;
 mod lease;
-mod request;
 
-pub use answers::{Answers, LateAnswers};
+use crate::core::config::AcquireSpec;
+use crate::core::error::NodeAnswer;
+use crate::core::sync;
+use crate::core::waiters::Arrival;
 pub use kind::{
     check_permits, fair, fair_permits, rw_permits, token, Kind, LockKind, Permits, MAX_LIMIT,
     READERS,
 };
 pub use lease::{beside, line_keys, writer_key, FairLease, PermitsLease};
-pub use request::Request;
+use std::sync::{Arc, Mutex};
+
+// An acquisition as data: the checked [`Request`].
+
+/// A checked acquisition, ready to send.
+pub struct Request {
+    pub(crate) names: Vec<String>,
+    pub(crate) spec: AcquireSpec,
+    /// Permits of a semaphore rather than a lock.
+    pub(crate) permits: Option<Permits>,
+    /// The caller's place among this client's callers of the key (a plain
+    /// lock on one key): its first attempt goes after theirs were answered.
+    pub(crate) arrival: Option<Arrival>,
+}
+
+impl Request {
+    /// The resolved options.
+    pub fn spec(&self) -> &AcquireSpec {
+        &self.spec
+    }
+}
+
+// Each node's answer to a lock's last operation, kept with the lock.
+
+/// Each node's answer to a lock's last operation (acquire, extend, release).
+/// A Redlock operation resolves at quorum: the nodes still out read
+/// [`NodeAnswer::Pending`] until they answer in the background.
+#[derive(Clone, Default)]
+pub struct Answers(Arc<Mutex<(u64, Vec<NodeAnswer>)>>);
+
+impl Answers {
+    /// The answers of an operation that heard from every node.
+    pub fn of(answers: Vec<NodeAnswer>) -> Answers {
+        let a = Answers::default();
+        a.start(answers);
+        a
+    }
+
+    /// Records a new operation's answers so far; returns its number.
+    pub fn start(&self, answers: Vec<NodeAnswer>) -> u64 {
+        let mut g = sync::lock(&self.0);
+        g.0 += 1;
+        g.1 = answers;
+        g.0
+    }
+
+    /// A late answer of node `i` to operation `op`; ignored once a later operation started.
+    pub fn late(&self, op: u64, i: usize, answer: NodeAnswer) {
+        let mut g = sync::lock(&self.0);
+        if g.0 == op {
+            if let Some(slot) = g.1.get_mut(i) {
+                *slot = answer;
+            }
+        }
+    }
+
+    pub fn get(&self) -> Vec<NodeAnswer> {
+        sync::lock(&self.0).1.clone()
+    }
+
+    /// Records a new operation's answers so far, and where the answers of
+    /// its nodes still out go.
+    pub fn begin(&self, answers: Vec<NodeAnswer>) -> LateAnswers {
+        LateAnswers {
+            op: self.start(answers),
+            record: self.clone(),
+        }
+    }
+}
+
+/// Where the answers of one operation's nodes that answer after its outcome
+/// go: its lock's record, while no later operation of the lock started.
+#[derive(Clone)]
+pub struct LateAnswers {
+    record: Answers,
+    op: u64,
+}
+
+impl LateAnswers {
+    /// Node `i` answered `answer` late.
+    pub fn put(&self, i: usize, answer: NodeAnswer) {
+        self.record.late(self.op, i, answer);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn late_answers_fill_in_their_own_operation_only() {
+        let a = Answers::default();
+        let first = a.start(vec![NodeAnswer::Ok, NodeAnswer::Pending]);
+        a.late(first, 1, NodeAnswer::Held { pttl_ms: None });
+        assert_eq!(a.get()[1].kind(), "held");
+        let second = a.start(vec![NodeAnswer::Ok, NodeAnswer::Pending]);
+        a.late(first, 1, NodeAnswer::Timeout);
+        assert_eq!(
+            a.get()[1].kind(),
+            "pending",
+            "a late answer of an earlier operation"
+        );
+        a.late(second, 1, NodeAnswer::NotHeld);
+        a.late(second, 9, NodeAnswer::Ok);
+        assert_eq!(a.get()[1].kind(), "not-held");
+    }
+}

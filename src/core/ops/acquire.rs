@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+use super::gather::{unexpected, Answer};
 use super::gather::{Gather, Progress};
-use super::reply::{unexpected, Answer};
 use crate::core::error::NodeAnswer;
 use crate::core::quorum::{self, Acquired, Tally};
 use crate::core::scripts::{self, Call};

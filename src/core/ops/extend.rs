@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+use super::gather::{counted, Answer};
 use super::gather::{Gather, Progress};
-use super::reply::{counted, Answer};
 use crate::core::error::NodeAnswer;
 use crate::core::quorum::{self, Renewed, Tally};
 use crate::core::scripts::{self, Call};

@@ -25,7 +25,5 @@ pub mod gather;
 pub mod permits;
 pub mod release;
 pub mod renew;
-pub mod reply;
 
-pub use gather::{Gather, Progress};
-pub use reply::{Answer, Reply};
+pub use gather::{Answer, Gather, Progress, Reply};

@@ -1,7 +1,7 @@
 //! Semaphores and fair lines: the calls of a semaphore's, a read-write
 //! lock's and a fair line's scripts, and how their replies read.
 
-use super::reply::{counted, unexpected, Answer, Reply};
+use super::gather::{counted, unexpected, Answer, Reply};
 use crate::core::broken;
 use crate::core::error::NodeAnswer;
 use crate::core::keys;

@@ -1,8 +1,8 @@
 //! Release: the token-checked delete of a lock's keys on every node,
 //! decided once a quorum deleted them (or every node answered).
 
+use super::gather::{counted, Answer};
 use super::gather::{Gather, Progress};
-use super::reply::{counted, Answer};
 use crate::core::error::NodeAnswer;
 use crate::core::model::LockKind;
 use crate::core::quorum::{self, Released, Tally};

@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use super::reply::{unexpected, Answer, Reply};
+use super::gather::{unexpected, Answer, Reply};
 use crate::core::error::NodeAnswer;
 use crate::core::scripts::{self, Call};
 

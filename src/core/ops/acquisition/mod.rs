@@ -55,7 +55,7 @@ use rand::{Rng, SeedableRng};
 use self::decide::Bounds;
 use self::failure::aborted;
 use self::state::Phase;
-use super::reply::Answer;
+use super::gather::Answer;
 use crate::core::error::{LockError, NodeAnswer};
 use crate::core::time::ms_of;
 

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use super::super::acquire::{self, LeaseTerms, ReadReply};
-use super::super::reply::Answer;
+use super::super::gather::Answer;
 use super::super::{permits, release};
 use crate::core::error::{LockError, NodeAnswer, NodeReport};
 use crate::core::model::{self, line_keys, FairLease, Permits};

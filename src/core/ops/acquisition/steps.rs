@@ -11,9 +11,9 @@ use super::state::{Acquisition, Phase};
 use super::{Event, Outcome, Purpose, Take, Transmit, Won};
 use crate::core::error::{LockError, NodeAnswer};
 use crate::core::ops::acquire::{self, Acquire};
+use crate::core::ops::gather::Answer;
 use crate::core::ops::gather::Progress;
 use crate::core::ops::permits;
-use crate::core::ops::reply::Answer;
 use crate::core::quorum::slots::read_slots;
 use crate::core::quorum::{self, Acquired, Tally};
 
