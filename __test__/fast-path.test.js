@@ -303,6 +303,26 @@ test('a process that used the fast path ends by itself, and not before its acqui
   }
 })
 
+test('commands corked on the JS thread go out from whatever phase of the loop sends them', async () => {
+  const locks = client(true, { url: servers[0].url })
+  const key = (k) => `cork:${k}`
+  const taken = await Promise.all([
+    new Promise((resolve, reject) => setImmediate(() => locks.acquire(key('immediate')).then(resolve, reject))),
+    new Promise((resolve, reject) => setTimeout(() => locks.acquire(key('timer')).then(resolve, reject), 1)),
+    new Promise((resolve, reject) => process.nextTick(() => locks.acquire(key('tick')).then(resolve, reject))),
+    // Sent from another socket's reply: inside that socket's poll callback.
+    probes[0].ping().then(() => locks.acquire(key('other-socket'))),
+    // A burst of one turn, past the size written at once.
+    ...Array.from({ length: 300 }, (_, i) => locks.acquire(key(`burst:${i}`))),
+  ])
+  assert.equal(taken.length, 304)
+  assert.equal(locks.stats().onTokio, 0, 'every acquisition ran on the JS thread')
+  assert.equal(await probes[0].exists(key('immediate'), key('timer'), key('tick'), key('other-socket')), 4)
+  const released = await Promise.all(taken.map((l) => l.release()))
+  assert.ok(released.every((r) => r === true))
+  assert.equal(await probes[0].exists(key('immediate'), key('burst:0'), key('burst:299')), 0)
+})
+
 /** Every command a server runs from now on, with the address it came from. */
 async function monitorOf(probe) {
   const seen = []

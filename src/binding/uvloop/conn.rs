@@ -28,6 +28,8 @@ pub(super) struct Conn {
     pub(super) closed: Cell<bool>,
     /// Its client closed: it closes once no reply is owed.
     pub(super) retired: Cell<bool>,
+    /// On the reactor's list of connections to write before the loop waits.
+    pub(super) corked: Cell<bool>,
     /// The most replies owed at once since the last burst drained.
     pub(super) peak: Cell<Peak>,
 }
@@ -44,6 +46,7 @@ impl Conn {
             busy: Cell::new(true),
             closed: Cell::new(false),
             retired: Cell::new(false),
+            corked: Cell::new(false),
             peak: Cell::new(Peak::default()),
         });
         // The handle owns one reference, given back in `on_close`.
@@ -67,14 +70,29 @@ impl Conn {
             .is_ok_and(|w| w.in_flight() >= MAX_IN_FLIGHT)
     }
 
-    pub(super) fn send(&self, cmd: uvloop::Packed, deadline: Instant, on_reply: OnReply) {
+    /// Sends `cmd`: packed now, written with the rest of this turn's commands
+    /// before the loop next waits (the reactor's prepare step).
+    pub(super) fn send(self: &Rc<Self>, cmd: uvloop::Packed, deadline: Instant, on_reply: OnReply) {
         let mut done = Done::new();
-        match self.wire.try_borrow_mut() {
-            Ok(mut w) => w.send_script(cmd, deadline, on_reply, &mut done),
-            Err(_) => done.push((
-                on_reply,
-                Err(NodeAnswer::Unreachable("the connection is busy".into())),
-            )),
+        let unsent = match self.wire.try_borrow_mut() {
+            Ok(mut w) => {
+                w.send_script(cmd, deadline, on_reply, &mut done);
+                w.has_unsent()
+            }
+            Err(_) => {
+                done.push((
+                    on_reply,
+                    Err(NodeAnswer::Unreachable("the connection is busy".into())),
+                ));
+                false
+            }
+        };
+        if unsent && !self.corked.replace(true) {
+            let _ = REACTOR.try_with(|r| {
+                if let Some(r) = r.borrow().as_ref() {
+                    r.corked.borrow_mut().push(self.clone());
+                }
+            });
         }
         deliver(done);
         self.update();

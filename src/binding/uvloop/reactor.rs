@@ -27,6 +27,10 @@ pub(super) struct Reactor {
     pub(super) uv_loop: *mut c_void,
     pub(super) timer: Handle,
     pub(super) timer_at: Cell<Option<Instant>>,
+    /// Runs before each wait of the loop: writes what was corked.
+    prepare: Handle,
+    /// Connections with commands packed since the loop last waited.
+    pub(super) corked: RefCell<Vec<Rc<Conn>>>,
     pub(super) conns: RefCell<Vec<Weak<Conn>>>,
     pub(super) clients: RefCell<HashMap<usize, Rc<FastClient>>>,
     pub(super) resource: sys::napi_ref,
@@ -148,8 +152,15 @@ pub(super) fn reactor(env: sys::napi_env) -> Option<Rc<Reactor>> {
             ptr::null_mut(),
             &mut hook,
         ))?;
+        let Some(prepare) = uv.prepare(uv_loop, on_prepare) else {
+            sys::napi_remove_async_cleanup_hook(hook);
+            return None;
+        };
+        opened();
         let Some(timer) = uv.timer(uv_loop) else {
             sys::napi_remove_async_cleanup_hook(hook);
+            uv.prepare_stop(prepare);
+            uv.close(prepare, free_prepare);
             return None;
         };
         opened();
@@ -161,6 +172,8 @@ pub(super) fn reactor(env: sys::napi_env) -> Option<Rc<Reactor>> {
             uv_loop,
             timer,
             timer_at: Cell::new(None),
+            prepare,
+            corked: RefCell::default(),
             conns: RefCell::default(),
             clients: RefCell::default(),
             resource,
@@ -196,8 +209,54 @@ unsafe extern "C" fn cleanup(hook: sys::napi_async_cleanup_hook_handle, _: *mut 
         conn.abandon();
         conn.close();
     }
+    r.corked.borrow_mut().clear();
+    r.uv.prepare_stop(r.prepare);
+    r.uv.close(r.prepare, free_prepare);
     r.uv.timer_stop(r.timer);
     r.uv.close(r.timer, free_timer);
+}
+
+unsafe extern "C" fn free_prepare(h: Handle) {
+    if let Some(uv) = uv::uv() {
+        uv.free_prepare(h);
+    }
+    closed();
+}
+
+/// Before the loop waits: what this turn of the JS thread sent goes out, one
+/// write per connection (a burst past `EARLY_WRITE` went already).
+unsafe extern "C" fn on_prepare(_: Handle) {
+    let Some(r) = REACTOR.try_with(|r| r.borrow().clone()).ok().flatten() else {
+        return;
+    };
+    let mut failed = Vec::new();
+    loop {
+        let Some(conn) = r.corked.borrow_mut().pop() else {
+            break;
+        };
+        conn.corked.set(false);
+        if conn.closed.get() {
+            continue;
+        }
+        let mut done = Done::new();
+        if let Ok(mut w) = conn.wire.try_borrow_mut() {
+            w.write_out(&mut done);
+        }
+        if done.is_empty() {
+            conn.update();
+        } else {
+            failed.push((conn, done));
+        }
+    }
+    if !failed.is_empty() {
+        // A write that failed answers what it carried (the node is cut).
+        r.in_scope(|| {
+            for (conn, done) in failed {
+                deliver(done);
+                conn.update();
+            }
+        });
+    }
 }
 
 /// Nothing left to close: the teardown goes on at once.

@@ -85,6 +85,12 @@ struct Pending {
 /// Replies given up on that a connection may still owe before it is closed.
 const MAX_ABANDONED: usize = 10_000;
 
+/// Commands are corked: what one turn of the JS thread sends goes out in one
+/// write, made by the owner of the socket before its loop waits
+/// ([`Wire::write_out`]); a burst this large is written at once, so the
+/// server starts on it while the rest is packed.
+pub const EARLY_WRITE: usize = 16 * 1024;
+
 /// A fast connection: one socket, its replies owed in order.
 pub struct Wire {
     sock: Socket,
@@ -93,6 +99,8 @@ pub struct Wire {
     pending: VecDeque<Pending>,
     abandoned: usize,
     broken: bool,
+    /// The socket took only part of `out`: the rest goes when it is writable.
+    blocked: bool,
     /// Commands sent so far (the next one's `seq`).
     sent: u64,
     /// Per script source: the `seq` of the last EVAL this connection sent
@@ -111,6 +119,7 @@ impl Wire {
             pending: VecDeque::new(),
             abandoned: 0,
             broken: false,
+            blocked: false,
             sent: 0,
             reloaded: Vec::new(),
         }
@@ -166,9 +175,14 @@ impl Wire {
         self.pending.iter().any(|p| p.on_reply.is_some())
     }
 
-    /// Bytes wait for the socket to take them.
+    /// Bytes wait for the socket to become writable (it took only part of them).
     pub fn wants_write(&self) -> bool {
-        !self.out.is_empty()
+        self.blocked && !self.out.is_empty()
+    }
+
+    /// Commands are packed but not written yet: [`Wire::write_out`] writes them.
+    pub fn has_unsent(&self) -> bool {
+        !self.out.is_empty() && !self.blocked && !self.broken
     }
 
     /// The earliest deadline of a reply someone waits for.
@@ -231,11 +245,16 @@ impl Wire {
             seq,
             bound: deadline.saturating_duration_since(Instant::now()),
         });
-        self.flush(done);
+        if self.out.len() >= EARLY_WRITE {
+            self.write_out(done);
+        }
     }
 
-    /// Writes what the socket takes now.
-    fn flush(&mut self, done: &mut Done) {
+    /// Writes what the socket takes now of the commands packed so far.
+    pub fn write_out(&mut self, done: &mut Done) {
+        if self.broken {
+            return;
+        }
         let mut written = 0;
         while written < self.out.len() {
             match self.sock.write(&self.out[written..]) {
@@ -253,12 +272,11 @@ impl Wire {
             }
         }
         self.out.drain(..written);
+        self.blocked = !self.out.is_empty();
     }
 
     pub fn on_writable(&mut self, done: &mut Done) {
-        if !self.broken {
-            self.flush(done);
-        }
+        self.write_out(done);
     }
 
     /// Reads every reply the socket holds and hands each to its command.
@@ -336,7 +354,7 @@ impl Wire {
         if let Some(why) = closed {
             self.fail(cut(&why), done);
         } else if resend {
-            self.flush(done);
+            self.write_out(done);
         }
     }
 

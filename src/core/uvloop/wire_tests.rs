@@ -32,7 +32,11 @@ fn run(done: Done) {
     }
 }
 
-fn read_all(server: &mut UnixStream, n: usize) -> Vec<u8> {
+/// What the server reads once the wire wrote what it corked.
+fn read_all(wire: &mut Wire, server: &mut UnixStream, n: usize) -> Vec<u8> {
+    let mut done = Done::new();
+    wire.write_out(&mut done);
+    assert!(done.is_empty(), "the write failed");
     let mut buf = vec![0; n];
     server.read_exact(&mut buf).expect("read");
     buf
@@ -45,7 +49,7 @@ fn replies_go_to_their_commands_in_order_even_in_pieces() {
     let mut done = Done::new();
     wire.send(b"A", later(), recorder(&seen, 1), &mut done);
     wire.send(b"B", later(), recorder(&seen, 2), &mut done);
-    assert_eq!(read_all(&mut server, 2), b"AB");
+    assert_eq!(read_all(&mut wire, &mut server, 2), b"AB");
     server.write_all(b":1\r\n:2").expect("write");
     wire.on_readable(&mut done);
     run(std::mem::take(&mut done));
@@ -81,7 +85,7 @@ fn noscript_sends_the_script_itself_once_per_flush() {
     for (i, call) in calls.iter().enumerate() {
         wire.send_script(call.clone(), later(), recorder(&seen, i + 1), &mut done);
     }
-    assert_eq!(read_all(&mut server, sent).len(), sent);
+    assert_eq!(read_all(&mut wire, &mut server, sent).len(), sent);
     server
         .write_all(&b"-NOSCRIPT No matching script\r\n".repeat(3))
         .expect("write");
@@ -94,7 +98,7 @@ fn noscript_sends_the_script_itself_once_per_flush() {
         calls[2].evalsha().to_vec(),
     ]
     .concat();
-    assert_eq!(read_all(&mut server, again.len()), again);
+    assert_eq!(read_all(&mut wire, &mut server, again.len()), again);
     server.write_all(b":7\r\n:8\r\n:9\r\n").expect("write");
     wire.on_readable(&mut done);
     run(done);
@@ -155,7 +159,7 @@ fn a_deadline_answers_timeout_and_the_connection_stays_in_step() {
     run(std::mem::take(&mut done));
     assert!(matches!(seen.borrow()[0], (1, Err(NodeAnswer::Timeout))));
     assert!(!wire.is_broken());
-    assert_eq!(read_all(&mut server, 2), b"AB");
+    assert_eq!(read_all(&mut wire, &mut server, 2), b"AB");
     // The late reply to A is dropped; B gets its own.
     server.write_all(b":1\r\n:2\r\n").expect("write");
     wire.on_readable(&mut done);
@@ -164,4 +168,47 @@ fn a_deadline_answers_timeout_and_the_connection_stays_in_step() {
     assert_eq!(seen.len(), 2);
     assert!(matches!(seen[1], (2, Ok(Reply::Int(2)))));
     assert!(wire.is_idle());
+}
+
+#[test]
+fn commands_are_corked_until_written_out_or_a_burst_is_large() {
+    let (mut wire, mut server) = pair();
+    server.set_nonblocking(true).expect("nonblocking");
+    let seen = Seen::default();
+    let mut done = Done::new();
+    wire.send(b"A", later(), recorder(&seen, 1), &mut done);
+    wire.send(b"B", later(), recorder(&seen, 2), &mut done);
+    assert!(wire.has_unsent() && !wire.wants_write());
+    let mut buf = [0u8; 8];
+    assert!(
+        server.read(&mut buf).is_err(),
+        "nothing written before write_out"
+    );
+    wire.write_out(&mut done);
+    assert!(!wire.has_unsent());
+    assert_eq!(server.read(&mut buf).expect("read"), 2);
+    assert_eq!(&buf[..2], b"AB");
+    // A burst past EARLY_WRITE goes at once.
+    let big = vec![b'x'; EARLY_WRITE];
+    wire.send(&big, later(), recorder(&seen, 3), &mut done);
+    assert!(!wire.has_unsent());
+    let mut got = vec![0u8; EARLY_WRITE];
+    server.set_nonblocking(false).expect("blocking");
+    server.read_exact(&mut got).expect("read");
+    assert!(done.is_empty());
+}
+
+#[test]
+fn a_socket_that_takes_only_part_waits_to_be_writable() {
+    let (mut wire, _server) = pair();
+    let mut done = Done::new();
+    // Far more than a socket pair buffers: the rest waits for writable.
+    let big = vec![b'x'; 8 * 1024 * 1024];
+    wire.send(&big, later(), Box::new(|_| {}), &mut done);
+    assert!(wire.wants_write(), "blocked: the poll asks for writable");
+    assert!(
+        !wire.has_unsent(),
+        "not corked again: on_writable writes the rest"
+    );
+    assert!(done.is_empty() && !wire.is_broken());
 }
