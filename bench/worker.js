@@ -11,10 +11,11 @@ const probe = require('./lib/probe')
 const now = () => performance.now()
 
 /** Sequential acquire+release pairs on one key, bounded by count and time. */
-async function pairs(c, key, { warmMs, ms, max }) {
+async function pairs(c, key, { warmMs, ms, max, counters }) {
   let end = now() + warmMs
   for (let i = 0; i < max && now() < end; i++) await c.release(await c.acquire(key))
   const lat = []
+  const costs = await probe.perPair(counters)
   const t0 = now()
   end = t0 + ms
   while (lat.length < max && now() < end) {
@@ -23,6 +24,7 @@ async function pairs(c, key, { warmMs, ms, max }) {
     lat.push(now() - s)
   }
   const elapsed = now() - t0
+  const perPair = await costs(lat.length)
   const s = sorted(lat)
   return {
     ops: lat.length,
@@ -30,6 +32,7 @@ async function pairs(c, key, { warmMs, ms, max }) {
     meanUs: (elapsed * 1000) / lat.length,
     p50Us: pct(s, 50) * 1000,
     p99Us: pct(s, 99) * 1000,
+    ...perPair,
   }
 }
 
@@ -38,7 +41,7 @@ async function scenario1(c, p) {
 }
 
 /** `workers` loops, each on its own key, sharing one count and time budget. */
-async function scenario2(c, { warmMs, ms, max, workers }) {
+async function scenario2(c, { warmMs, ms, max, workers, counters }) {
   const run = async (budgetMs, record) => {
     const end = now() + budgetMs
     let started = 0
@@ -57,11 +60,13 @@ async function scenario2(c, { warmMs, ms, max, workers }) {
     return lat
   }
   await run(warmMs, false)
+  const costs = await probe.perPair(counters)
   const t0 = now()
   const lat = await run(ms, true)
   const elapsed = now() - t0
+  const perPair = await costs(lat.length)
   const s = sorted(lat)
-  return { ops: lat.length, opsPerSec: (lat.length * 1000) / elapsed, p50Us: pct(s, 50) * 1000, p99Us: pct(s, 99) * 1000 }
+  return { ops: lat.length, opsPerSec: (lat.length * 1000) / elapsed, p50Us: pct(s, 50) * 1000, p99Us: pct(s, 99) * 1000, ...perPair }
 }
 
 /** `workers` loops contending for one key, each holding it for `holdMs`. */

@@ -79,4 +79,30 @@ function counterDelta(a, b) {
   return { total: b.total - a.total - 1, calls: b.calls - a.calls - 1, perCommand }
 }
 
-module.exports = { procCpuMs, mainThreadCpuMs, processCpuMs, threadCount, parseInfo, redisCounters, counterDelta, ticksPerSec }
+/** The Redis server's CPU so far in µs (INFO cpu: used_cpu_user + used_cpu_sys, the whole server process), or NaN. */
+async function redisCpuUs(redis) {
+  const info = parseInfo(await redis.info('cpu'))
+  return (Number(info.used_cpu_user) + Number(info.used_cpu_sys)) * 1e6
+}
+
+/**
+ * Per-pair costs over a measured window: call at its start, then the returned
+ * function with the pairs done. Client CPU (every thread of this process), the
+ * JS thread's CPU and the Redis server's CPU, each per pair. (System calls are
+ * left out: /proc/self/io counts read and write but not send and recv, which
+ * the native sockets use; `strace -c -f` counts them all.)
+ */
+async function perPair(redis) {
+  const at = async () => ({ cpu: processCpuMs(), js: mainThreadCpuMs(), redis: await redisCpuUs(redis) })
+  const a = await at()
+  return async (pairs) => {
+    const b = await at()
+    return {
+      cpuUsPerPair: ((b.cpu - a.cpu) * 1000) / pairs,
+      jsUsPerPair: ((b.js - a.js) * 1000) / pairs,
+      redisUsPerPair: (b.redis - a.redis) / pairs,
+    }
+  }
+}
+
+module.exports = { procCpuMs, mainThreadCpuMs, processCpuMs, threadCount, parseInfo, redisCounters, counterDelta, ticksPerSec, redisCpuUs, perPair }

@@ -30,6 +30,10 @@ const order = { lockdog: 0, peer: 1, floor: 2 }
 const sortRows = (list, key, higher) =>
   list.sort((a, b) => order[a.kind] - order[b.kind] || (higher ? b.m[key] - a.m[key] : a.m[key] - b.m[key]))
 
+/** The per-pair cost columns of scenarios 1 and 2 (medians across rounds). */
+const COST_HEAD = ['client CPU µs/pair', 'JS thread µs/pair', 'Redis CPU µs/pair']
+const costCells = (r) => [f(r.m.cpuUsPerPair, 1), f(r.m.jsUsPerPair, 1), f(r.m.redisUsPerPair, 1)]
+
 function s1(report) {
   const sec = report.results.s1
   if (!sec) return null
@@ -44,11 +48,13 @@ function s1(report) {
     f(r.m.p99Us),
     fl && r.name !== 'redis-benchmark' ? ratio(r.m.meanUs / fl.m.meanUs) : '–',
     best && r.name !== 'redis-benchmark' ? ratio(r.m.meanUs / best.m.meanUs) : '–',
+    ...(r.name === 'redis-benchmark' ? COST_HEAD.map(() => '–') : costCells(r)),
   ])
   const rb = sec['redis-benchmark']
   return [
     '### 1. Sequential acquire + release, one key, one node',
-    table(['contender', 'pairs/s', 'mean µs/pair', 'p50 µs', 'p99 µs', '× raw floor', '× best peer'], body),
+    table(['contender', 'pairs/s', 'mean µs/pair', 'p50 µs', 'p99 µs', '× raw floor', '× best peer', ...COST_HEAD], body),
+    'Per pair, over the measured window: client CPU is every thread of the contender\'s process (`process.cpuUsage`), the JS thread its main thread, Redis CPU the server process\'s (`INFO cpu` used_cpu_user + used_cpu_sys). Read them as proportions on a loaded machine.',
     rb ? `redis-benchmark SET on one connection: ${f(rb.median.opsPerSec)} SET/s (p50 ${f(rb.median.p50Us)} µs), so two wire round trips take ≈ ${f(2 * rb.median.meanUs)} µs; its row above is for one SET, not a pair.` : '',
   ].join('\n\n')
 }
@@ -59,8 +65,11 @@ function s2(report) {
   const fl = floorRow(sec)
   const best = bestBy(peers(sec), 'opsPerSec', true)
   const list = sortRows(rows(sec), 'opsPerSec', true)
-  const body = list.map((r) => [r.label, f(r.m.opsPerSec), f(r.m.p50Us), f(r.m.p99Us), fl ? ratio(r.m.opsPerSec / fl.m.opsPerSec) : '–', best ? ratio(r.m.opsPerSec / best.m.opsPerSec) : '–'])
-  return [`### 2. ${report.settings.s2.workers} concurrent workers on distinct keys`, table(['contender', 'pairs/s', 'p50 µs', 'p99 µs', '× raw floor (throughput)', '× best peer (throughput)'], body)].join('\n\n')
+  const body = list.map((r) => [r.label, f(r.m.opsPerSec), f(r.m.p50Us), f(r.m.p99Us), fl ? ratio(r.m.opsPerSec / fl.m.opsPerSec) : '–', best ? ratio(r.m.opsPerSec / best.m.opsPerSec) : '–', ...costCells(r)])
+  return [
+    `### 2. ${report.settings.s2.workers} concurrent workers on distinct keys`,
+    table(['contender', 'pairs/s', 'p50 µs', 'p99 µs', '× raw floor (throughput)', '× best peer (throughput)', ...COST_HEAD], body),
+  ].join('\n\n')
 }
 
 function evalsPer(r) {
