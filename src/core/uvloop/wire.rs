@@ -87,9 +87,11 @@ const MAX_ABANDONED: usize = 10_000;
 
 /// Commands are corked: what one turn of the JS thread sends goes out in one
 /// write, made by the owner of the socket before its loop waits
-/// ([`Wire::write_out`]); a burst this large is written at once, so the
-/// server starts on it while the rest is packed.
-pub const EARLY_WRITE: usize = 16 * 1024;
+/// ([`Wire::write_out`]); once this much is packed (about ten commands) it is
+/// written at once, so the server works on it while the rest is packed: 64
+/// workers' pairs went from 0.85× to 1.3–1.45× raw ioredis with it (16 KB:
+/// the client and the server took turns).
+pub const EARLY_WRITE: usize = 1400;
 
 /// A fast connection: one socket, its replies owed in order.
 pub struct Wire {
