@@ -106,7 +106,8 @@ impl Inner {
     pub fn in_background(self: &Arc<Self>, task: impl Future<Output = ()> + Send + 'static) {
         self.background.running.fetch_add(1, Ordering::AcqRel);
         let running = Running(self.clone());
-        tokio::spawn(async move {
+        // No runtime left (the environment ends): dropped, and no longer counted.
+        crate::core::sync::spawn(async move {
             let _running = running;
             task.await
         });

@@ -53,11 +53,16 @@ impl Watchdog {
         if self.started.swap(true, Ordering::AcqRel) {
             return;
         }
-        tokio::spawn(run(
+        let started = crate::core::sync::spawn(run(
             Arc::downgrade(owner),
             self.wake.clone(),
             self.stop.clone(),
         ));
+        // No runtime left to run it (the environment ends): a later lock may
+        // still find one.
+        if !started {
+            self.started.store(false, Ordering::Release);
+        }
     }
 
     pub fn stop(&self) {

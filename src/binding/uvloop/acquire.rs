@@ -280,6 +280,13 @@ impl Driving {
     /// a wake, its alarm, the replies in, one at a time); the caller's
     /// promise settles on the outcome.
     fn pump(self: &Rc<Self>) {
+        // Within the runtime, whoever calls (an abort or `close()` from JS, a
+        // connection opened or refused): a won attempt's lock starts the
+        // watchdog, and an undo or a give-back runs in the background.
+        within_runtime_if_available(|| self.pump_in_runtime());
+    }
+
+    fn pump_in_runtime(self: &Rc<Self>) {
         loop {
             // Someone up the stack is feeding it: it takes this reply too.
             let Ok(mut op) = self.op.try_borrow_mut() else {

@@ -274,9 +274,11 @@ pub fn retire(client: &core::Client) {
             Ok(Slot::Connecting(waiting, _)) => std::mem::take(waiting),
             _ => Vec::new(),
         };
-        for then in waiting {
-            then(Err("the client is closed".into()));
-        }
+        napi::bindgen_prelude::within_runtime_if_available(|| {
+            for then in waiting {
+                then(Err("the client is closed".into()));
+            }
+        });
     }
 }
 
