@@ -6,7 +6,9 @@
 // its event loop, instead of waiting out the runner's own timeout, which names only
 // the file. The runner's process itself (which runs for the whole suite) is left alone.
 
-if (process.env.NODE_TEST_CONTEXT?.startsWith('child')) {
+// Not in the worker threads a test starts: they inherit this preload with
+// the environment, and node:test has no business there.
+if (process.env.NODE_TEST_CONTEXT?.startsWith('child') && require('node:worker_threads').isMainThread) {
   const limit = Number(process.env.LOCKDOG_TEST_FILE_LIMIT_MS) || 240_000
   const { beforeEach, afterEach } = require('node:test')
   const running = new Map()
