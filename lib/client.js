@@ -324,8 +324,9 @@ class LockClient extends EventEmitter {
   /** The Lock of a native lock just taken (`acquired`) or adopted, watched for loss events. */
   #hold(native, onLost, acquired) {
     // Taken just before close() ended the client's locks, which it did
-    // before this promise's turn came: nobody may work under it.
-    const ending = native.ending
+    // before this promise's turn came: nobody may work under it. (Read only
+    // once close() was called: no crossing on every acquire.)
+    const ending = this.#closing && native.ending
     if (ending?.code === 'ERR_LOCK_CLOSED') return Promise.reject(withStack(ending))
     const lock = new Lock(native, onLost, this)
     this.#live.add(native.id, lock)

@@ -240,12 +240,11 @@ impl LockState {
         let mut ending = sync::lock(&self.ending);
         let won = self.end(RELEASED);
         if won {
-            let why = format!(
-                "lock \"{}\" was ended: its client was closed while it was held",
-                self.label()
-            );
+            let label = self.label();
+            let why =
+                format!("lock \"{label}\" was ended: its client was closed while it was held");
             *ending = Some(Box::new(
-                LockError::new(crate::core::error::ErrorCode::Closed, why).with_key(self.label()),
+                LockError::new(crate::core::error::ErrorCode::Closed, why).with_key(label),
             ));
         }
         won
