@@ -172,6 +172,8 @@ class LockClient extends EventEmitter {
 
   #lock(key, options, once) {
     const keys = keyList(key)
+    // No options (the common call): the native layer reads none.
+    if (options == null && !once && !this.#fair) return this.#acquire(keys, undefined, undefined, undefined, undefined)
     const opts = pick(options, ACQUIRE_LOCK)
     const { signal, onLost } = opts
     delete opts.signal
@@ -328,8 +330,9 @@ class LockClient extends EventEmitter {
     // once close() was called: no crossing on every acquire.)
     const ending = this.#closing && native.ending
     if (ending?.code === 'ERR_LOCK_CLOSED') return Promise.reject(withStack(ending))
-    const lock = new Lock(native, onLost, this)
-    this.#live.add(native.id, lock)
+    const id = native.id
+    const lock = new Lock(native, onLost, this, id)
+    this.#live.add(id, lock)
     if (acquired && channels.acquire.hasSubscribers) {
       channels.acquire.publish({ key: lock.key, keys: lock.keys, token: lock.token, attempts: lock.attempts, fence: lock.fence })
     }

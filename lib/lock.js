@@ -18,11 +18,14 @@ class Lock {
   /** The client: a lock that can still be reached keeps its client (and so its loss events) alive. */
   #client
   #delivered = false
+  /** The native lock's id (read once: the client's loss events name it). */
+  #id
 
-  constructor(native, onLost, client) {
+  constructor(native, onLost, client, id) {
     this.#native = native
     this.#onLost = onLost
     this.#client = client
+    this.#id = id
   }
 
   /** The lock's first key (without the client's keyPrefix). */
@@ -130,7 +133,7 @@ class Lock {
     } catch (e) {
       throw withStack(e)
     }
-    this.#client[kForget](this.#native.id)
+    this.#client[kForget](this.#id)
     return { key: info.key, keys: info.keys, token: info.token, remaining: info.remaining, fence: info.fence ?? null }
   }
 
@@ -142,17 +145,24 @@ class Lock {
    * emits 'lost') and `withLock` rejects with ERR_LOCK_LOST.
    */
   release() {
-    this.#deliverEnd()
-    // Released: no loss event needs to find this lock any more.
-    this.#client[kForget](this.#native.id)
     const released = this.#native.release().then(
       (out) => {
-        if (out === true) return true
-        // The loss this release found (the native lock records it): reported
-        // here, before the release resolves, as a renewal's would be.
-        if (out instanceof Error) this.#client[kReport](withStack(out), this)
-        // Lost natively just before the release? Its event may still be queued.
-        else this.#deliverEnd()
+        if (out === true) {
+          // Released: no loss event needs to find this lock any more.
+          this.#client[kForget](this.#id)
+          return true
+        }
+        if (out instanceof Error) {
+          // The loss this release found (the native lock records it):
+          // reported here, before the release resolves, as a renewal's would be.
+          this.#client[kForget](this.#id)
+          this.#client[kReport](withStack(out), this)
+          return false
+        }
+        // Not held: released or handed over before, or ended natively (a
+        // loss, or close()) before this release. That end is told now; a
+        // loss's event, if still queued, finds this lock and forgets it.
+        this.#deliverEnd()
         return false
       },
       (e) => {
