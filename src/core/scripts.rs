@@ -85,56 +85,157 @@ static ALL: [(&LazyLock<Script>, &str); 12] = [
 
 /// The source of `script` and its bit (see [`ALL`]).
 pub fn source_of(script: &Script) -> Option<(&'static str, u32)> {
-    let hash = script.get_hash();
-    ALL.iter()
-        .enumerate()
-        .find(|(_, (s, _))| s.get_hash() == hash)
-        .map(|(i, (_, source))| (*source, 1 << i))
+    // The statics themselves first (every call names one), then by hash.
+    let at = ALL
+        .iter()
+        .position(|(s, _)| std::ptr::eq(&***s, script))
+        .or_else(|| {
+            let hash = script.get_hash();
+            ALL.iter().position(|(s, _)| s.get_hash() == hash)
+        })?;
+    Some((ALL[at].1, 1 << at))
+}
+
+/// Arguments packed as they go on the wire: each a RESP bulk string, one
+/// buffer for all of them (no allocation per argument).
+#[derive(Debug, Clone, Default)]
+struct Packed {
+    resp: Vec<u8>,
+    count: usize,
+}
+
+impl Packed {
+    fn push(&mut self, arg: &[u8]) {
+        if self.resp.capacity() == 0 {
+            self.resp.reserve(64 + arg.len());
+        }
+        bulk(&mut self.resp, arg);
+        self.count += 1;
+    }
+
+    /// Each argument's bytes, in order.
+    fn parts(&self) -> impl Iterator<Item = &[u8]> {
+        let mut rest = self.resp.as_slice();
+        std::iter::from_fn(move || {
+            let rest_now = rest.strip_prefix(b"$")?;
+            let end = rest_now.iter().position(|&b| b == b'\r')?;
+            let len: usize = std::str::from_utf8(&rest_now[..end]).ok()?.parse().ok()?;
+            let body = rest_now.get(end + 2..end + 2 + len)?;
+            rest = rest_now.get(end + 2 + len + 2..)?;
+            Some(body)
+        })
+    }
+}
+
+impl redis::RedisWrite for Packed {
+    fn write_arg(&mut self, arg: &[u8]) {
+        self.push(arg);
+    }
+
+    fn write_arg_fmt(&mut self, arg: impl std::fmt::Display) {
+        use std::io::Write;
+        let mut digits = [0u8; 48];
+        let mut at = std::io::Cursor::new(&mut digits[..]);
+        if write!(at, "{arg}").is_ok() {
+            let n = at.position() as usize;
+            self.push(&digits[..n]);
+        } else {
+            self.push(arg.to_string().as_bytes());
+        }
+    }
+
+    fn writer_for_next_arg(&mut self) -> impl std::io::Write + '_ {
+        ArgWriter {
+            to: self,
+            bytes: Vec::new(),
+        }
+    }
+}
+
+/// One argument written in pieces; packed once complete (when dropped).
+struct ArgWriter<'a> {
+    to: &'a mut Packed,
+    bytes: Vec<u8>,
+}
+
+impl std::io::Write for ArgWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for ArgWriter<'_> {
+    fn drop(&mut self) {
+        self.to.push(&self.bytes);
+    }
+}
+
+/// Appends `arg` as a RESP bulk string.
+fn bulk(out: &mut Vec<u8>, arg: &[u8]) {
+    header(out, b'$', arg.len());
+    out.extend_from_slice(arg);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `<kind><n>\r\n`.
+fn header(out: &mut Vec<u8>, kind: u8, n: usize) {
+    use std::io::Write;
+    out.push(kind);
+    let _ = write!(out, "{n}");
+    out.extend_from_slice(b"\r\n");
 }
 
 /// One call of a script: its keys and arguments, sent as EVALSHA or EVAL.
 /// Both transports write it: tokio as a [`redis::Cmd`] ([`Call::cmd`]), the
-/// fast path as the bytes of [`Call::evalsha`].
+/// fast path as the bytes of [`Call::evalsha`], packed from the wire form
+/// the keys and arguments are kept in.
 #[derive(Debug, Clone)]
 pub struct Call<'s> {
     pub script: &'s Script,
-    keys: Vec<Vec<u8>>,
-    args: Vec<Vec<u8>>,
+    keys: Packed,
+    args: Packed,
 }
 
 impl<'s> Call<'s> {
     pub fn new(script: &'s Script) -> Call<'s> {
         Call {
             script,
-            keys: Vec::new(),
-            args: Vec::new(),
+            keys: Packed::default(),
+            args: Packed::default(),
         }
     }
 
+    /// Adds the key(s) `key` (a string, or a slice of them).
     pub fn key<T: redis::ToRedisArgs>(&mut self, key: T) -> &mut Self {
         key.write_redis_args(&mut self.keys);
         self
     }
 
+    /// Adds the argument(s) `arg`.
     pub fn arg<T: redis::ToRedisArgs>(&mut self, arg: T) -> &mut Self {
         arg.write_redis_args(&mut self.args);
         self
     }
 
-    /// Its arguments as text (for tests).
+    /// The arguments as text (tests).
     #[cfg(test)]
     pub fn args_text(&self) -> Vec<String> {
-        let text = |a: &Vec<u8>| String::from_utf8_lossy(a).into_owned();
-        self.args.iter().map(text).collect()
+        let text = |a: &[u8]| String::from_utf8_lossy(a).into_owned();
+        self.args.parts().map(text).collect()
     }
 
-    /// The script's source, for the EVAL sent where a node may not have it.
+    /// The script's source, when it is one of [`ALL`].
     pub fn source(&self) -> Option<&'static str> {
         source_of(self.script).map(|(source, _)| source)
     }
 
-    /// EVALSHA, or EVAL with the script's source (`eval`; EVAL also caches
-    /// the script on the server for the EVALSHAs after it).
+    /// The call as EVALSHA, or with `eval` as EVAL with the script's source
+    /// (EVALSHA still for a script without a known source).
     pub fn cmd(&self, eval: bool) -> redis::Cmd {
         match (eval, self.source()) {
             (true, Some(source)) => self.eval_with(source),
@@ -146,35 +247,71 @@ impl<'s> Call<'s> {
         }
     }
 
-    /// The same keys and arguments for another script's `source`, as EVAL.
+    /// The call as EVAL of `source`.
     pub fn eval_with(&self, source: &str) -> redis::Cmd {
         let mut c = redis::cmd("EVAL");
         c.arg(source);
         self.args_to(c)
     }
 
-    /// `cmd` (EVAL or EVALSHA and its script) followed by this call's key
-    /// count, keys and arguments.
+    /// Appends the key count, keys and arguments to `cmd`.
     pub fn args_to(&self, mut cmd: redis::Cmd) -> redis::Cmd {
-        cmd.arg(self.keys.len());
-        for k in &self.keys {
-            cmd.arg(k.as_slice());
+        cmd.arg(self.keys.count);
+        for k in self.keys.parts() {
+            cmd.arg(k);
         }
-        for a in &self.args {
-            cmd.arg(a.as_slice());
+        for a in self.args.parts() {
+            cmd.arg(a);
         }
         cmd
     }
 
-    /// The packed EVALSHA, as written on a socket.
+    /// The bytes of the call as EVALSHA.
     pub fn evalsha(&self) -> Vec<u8> {
-        self.cmd(false).get_packed_command()
+        let mut out = Vec::with_capacity(80 + self.keys.resp.len() + self.args.resp.len());
+        header(&mut out, b'*', 3 + self.keys.count + self.args.count);
+        bulk(&mut out, b"EVALSHA");
+        bulk(&mut out, self.script.get_hash().as_bytes());
+        let mut count = [0u8; 24];
+        let n = {
+            use std::io::Write;
+            let mut at = std::io::Cursor::new(&mut count[..]);
+            let _ = write!(at, "{}", self.keys.count);
+            at.position() as usize
+        };
+        bulk(&mut out, &count[..n]);
+        out.extend_from_slice(&self.keys.resp);
+        out.extend_from_slice(&self.args.resp);
+        out
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_call_packed_by_hand_is_the_command_redis_rs_packs() {
+        let keys = vec!["a".to_string(), "{b}:c".to_string()];
+        let mut call = Call::new(&ACQUIRE);
+        call.key(&keys[..])
+            .key("")
+            .arg("tok\r\nen")
+            .arg(30_000u64)
+            .arg(-7i64)
+            .arg(2.5f64)
+            .arg(&b"\0bytes"[..])
+            .arg("");
+        let by_redis = call.cmd(false).get_packed_command();
+        assert_eq!(call.evalsha(), by_redis);
+        assert_eq!(
+            call.args_text(),
+            ["tok\r\nen", "30000", "-7", "2.5", "\0bytes", ""]
+        );
+        let bare = Call::new(&RELEASE);
+        assert_eq!(bare.evalsha(), bare.cmd(false).get_packed_command());
+        assert!(bare.args_text().is_empty());
+    }
 
     #[test]
     fn scripts_are_token_checked() {

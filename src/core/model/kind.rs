@@ -143,9 +143,13 @@ pub fn fair(p: Permits) -> Permits {
 /// A fresh token: a UUID, prefixed with the permits it stands for (the
 /// semaphore scripts count a holder's permits by it). An attempt at a
 /// semaphore on several nodes has `*` where the member each node writes
-/// names the slots it granted (`<permits>:<slots>:<uuid>`).
+/// names the slots it granted (`<permits>:<slots>:<uuid>`). The UUID's
+/// random bits come from the thread's CSPRNG (ChaCha, seeded and reseeded by
+/// the OS): no system call per token.
 pub fn token(permits: Option<Permits>) -> String {
-    let id = uuid::Uuid::new_v4().to_string();
+    let id = uuid::Builder::from_random_bytes(rand::random())
+        .into_uuid()
+        .to_string();
     match permits {
         Some(p) if p.kind == Kind::Slots => format!("{}:*:{id}", p.permits),
         Some(p) if p.kind == Kind::Fair => id,
