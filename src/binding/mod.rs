@@ -1,6 +1,8 @@
 //! The JavaScript binding: the only code that knows napi. Thin by design; the
 //! lock lives in `crate::core`.
 
+#[cfg(feature = "bench-counts")]
+mod bench_counts;
 mod cancel;
 mod client;
 mod constants;
