@@ -40,6 +40,28 @@ describe('LockClient with 3 nodes', () => {
     nodes = await fresh(3)
   })
 
+  test('a nodeTimeout that would use up the validity is refused: at construction, and for a shorter ttl', async () => {
+    const urls = servers.map((s) => s.url)
+    // ttl 1,500 ms, drift 17 ms: a node allowed 1,868 ms would leave no validity.
+    assert.throws(() => new LockClient({ nodes: urls, ttl: 1500, nodeTimeout: 1868 }), (e) => {
+      assert.equal(e.code, 'ERR_OUT_OF_RANGE')
+      assert.match(e.message, /nodeTimeout.*1483 ms for a ttl of 1500 ms/)
+      return true
+    })
+    const locks = new LockClient({ nodes: urls, ttl: 10000, nodeTimeout: 1000 })
+    try {
+      assert.throws(() => locks.acquire('redlock:short-ttl', { ttl: 1000 }), { code: 'ERR_OUT_OF_RANGE' })
+      assert.deepEqual(await holders('redlock:short-ttl'), [null, null, null])
+      const lock = await locks.acquire('redlock:short-ttl', { ttl: 1100 })
+      assert.equal(await lock.release(), true)
+    } finally {
+      await locks.close()
+    }
+    // One node: its commands may take as long as it is allowed.
+    const one = new LockClient({ url: urls[0], ttl: 1500, nodeTimeout: 5000 })
+    await one.close()
+  })
+
   test('acquire, extend and release run on every node', async () => {
     const locks = new LockClient({ nodes })
     assert.equal(locks.nodes.length, 3)

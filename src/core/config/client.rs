@@ -139,6 +139,22 @@ impl ClientConfig {
 
     /// What an acquisition's settings must fit in this deployment.
     pub fn check_spec(&self, spec: &AcquireSpec) -> Result<()> {
+        // Several nodes: a node may take all of nodeTimeout while the others
+        // answered; what is left of the lease must still be a validity.
+        if let (true, Some(t)) = (self.node_count() > 1, self.node_timeout) {
+            let budget = spec.ttl.saturating_sub(self.drift_for(spec.ttl));
+            if t >= budget {
+                return Err(LockError::out_of_range(
+                    "nodeTimeout",
+                    &format!(
+                        "shorter than ttl minus its clock drift with several nodes ({} ms for a ttl of {} ms): one slow node would use up every lock's validity",
+                        budget.as_millis(),
+                        spec.ttl.as_millis()
+                    ),
+                    t.as_millis(),
+                ));
+            }
+        }
         if let Some((_, wait)) = spec.wait_replicas {
             if self.has_cluster() || self.nodes.len() > 1 {
                 return Err(LockError::invalid_value(

@@ -355,3 +355,37 @@ fn sentinels_refuse_tls() {
     let err = cfg.validate().expect_err("tls with sentinel");
     assert!(err.message.contains("sentinel"), "{}", err.message);
 }
+
+#[test]
+fn with_several_nodes_a_node_timeout_must_leave_a_validity() {
+    let mut cfg = ClientConfig {
+        nodes: vec!["redis://a".into(), "redis://b".into(), "redis://c".into()],
+        node_timeout: Some(Duration::from_millis(1_868)),
+        ..ClientConfig::default()
+    };
+    let spec = |ttl: u64| {
+        AcquireOptions {
+            ttl: Some(Duration::from_millis(ttl)),
+            ..Default::default()
+        }
+        .resolve()
+        .expect("valid options")
+    };
+    // ttl 1,500 ms: 1,500 − 17 ms of drift is all a lock may have.
+    let err = cfg.check_spec(&spec(1_500)).expect_err("refused");
+    assert_eq!(err.code, ErrorCode::OutOfRange);
+    assert!(
+        err.message.contains("nodeTimeout") && err.message.contains("1483 ms"),
+        "{}",
+        err.message
+    );
+    assert!(cfg.check_spec(&spec(1_900)).is_ok());
+    cfg.node_timeout = Some(Duration::from_millis(1_483));
+    assert!(cfg.check_spec(&spec(1_500)).is_err());
+    cfg.node_timeout = Some(Duration::from_millis(1_482));
+    assert!(cfg.check_spec(&spec(1_500)).is_ok());
+    // One node: its command may take as long as it likes.
+    cfg.nodes.truncate(1);
+    cfg.node_timeout = Some(Duration::from_secs(60));
+    assert!(cfg.check_spec(&spec(1_500)).is_ok());
+}
