@@ -94,7 +94,11 @@ export declare class NativeClient {
 
 /** A held lock as the native layer sees it; `lib/lock.js` wraps it in `Lock`. */
 export declare class NativeLock {
-  /** Identifies the lock in the client's `'lost'` events. */
+  /**
+   * Identifies the lock in the client's `'lost'` events. A lock just
+   * taken or adopted carries it as an own property too (read without a
+   * call into the addon); this getter answers for the rest.
+   */
   get id(): number
   /** The lock's first key, as given (without the client's `keyPrefix`). */
   get key(): string

@@ -13,7 +13,7 @@ use crate::binding::cancel::CancelHandle;
 use crate::binding::errors::{to_napi, ErrorObject};
 use crate::binding::events::node_fault;
 use crate::binding::lifetime;
-use crate::binding::lock::NativeLock;
+use crate::binding::lock::Taken;
 use crate::binding::options::{AcquireKind, AcquireOptions, LockClientOptions, LockStats};
 use crate::binding::settle::{settle_later, Callback};
 use crate::binding::uvloop;
@@ -65,10 +65,10 @@ fn hook(callback: Callback, renew_events: Arc<AtomicBool>) -> EventHook {
 fn settle_lock<'env>(
     env: &'env Env,
     taking: impl Future<Output = core::error::Result<core::Lock>> + Send + 'static,
-) -> Result<PromiseRaw<'env, NativeLock>> {
+) -> Result<PromiseRaw<'env, Taken>> {
     settle_later(env, async move {
         let lock = taking.await.map_err(to_napi)?;
-        Ok(NativeLock { lock })
+        Ok(Taken(lock))
     })
 }
 
@@ -120,7 +120,7 @@ impl NativeClient {
         options: Option<AcquireOptions>,
         cancel: Option<&CancelHandle>,
         kind: Option<AcquireKind>,
-    ) -> Result<PromiseRaw<'env, NativeLock>> {
+    ) -> Result<PromiseRaw<'env, Taken>> {
         let kind = kind.unwrap_or_default().to_kind().map_err(to_napi)?;
         let opts = options.unwrap_or_default().to_core().map_err(to_napi)?;
         let request = kind.prepare(&self.core, keys, &opts).map_err(to_napi)?;
@@ -148,7 +148,7 @@ impl NativeClient {
         keys: Vec<String>,
         token: String,
         options: Option<AcquireOptions>,
-    ) -> Result<PromiseRaw<'env, NativeLock>> {
+    ) -> Result<PromiseRaw<'env, Taken>> {
         let opts = options.unwrap_or_default().to_core().map_err(to_napi)?;
         let request = self
             .core

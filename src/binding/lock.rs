@@ -32,7 +32,9 @@ pub struct NativeLock {
 
 #[napi]
 impl NativeLock {
-    /// Identifies the lock in the client's `'lost'` events.
+    /// Identifies the lock in the client's `'lost'` events. A lock just
+    /// taken or adopted carries it as an own property too (read without a
+    /// call into the addon); this getter answers for the rest.
     #[napi(getter)]
     pub fn id(&self) -> f64 {
         self.lock.id() as f64
@@ -193,6 +195,33 @@ impl NativeLock {
         }
         let lock = self.lock.clone();
         settle_later(env, async move { lock.extend(ttl).await.map_err(to_napi) })
+    }
+}
+
+/// A lock just taken or adopted, as JS gets it: a `NativeLock` with its
+/// `id` set on the instance, so that JS reads it without calling back in.
+pub struct Taken(pub Lock);
+
+impl ToNapiValue for Taken {
+    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> Result<sys::napi_value> {
+        let id = val.0.id() as f64;
+        let object = unsafe { NativeLock::to_napi_value(env, NativeLock { lock: val.0 })? };
+        let id = unsafe { f64::to_napi_value(env, id)? };
+        let property = sys::napi_property_descriptor {
+            utf8name: c"id".as_ptr(),
+            name: std::ptr::null_mut(),
+            method: None,
+            getter: None,
+            setter: None,
+            value: id,
+            attributes: sys::PropertyAttributes::default,
+            data: std::ptr::null_mut(),
+        };
+        check_status!(
+            unsafe { sys::napi_define_properties(env, object, 1, &property) },
+            "a lock's id"
+        )?;
+        Ok(object)
     }
 }
 

@@ -19,7 +19,7 @@ use super::ops::finish;
 use super::reactor::Reactor;
 use crate::binding::cancel::CancelHandle;
 use crate::binding::errors::to_napi;
-use crate::binding::lock::NativeLock;
+use crate::binding::lock::Taken;
 use crate::binding::settle::{self, Deferred};
 use crate::core::error::NodeAnswer;
 use crate::core::ops::acquisition::Purpose;
@@ -100,7 +100,7 @@ pub fn acquire<'env>(
     client: &core::Client,
     request: Box<Request>,
     cancel: Option<&CancelHandle>,
-) -> std::result::Result<PromiseRaw<'env, NativeLock>, Box<Request>> {
+) -> std::result::Result<PromiseRaw<'env, Taken>, Box<Request>> {
     // Cancelled already: the other driver answers it without an attempt.
     if cancel.is_some_and(|c| c.token.is_cancelled()) {
         return Err(request);
@@ -410,10 +410,8 @@ impl Driving {
         let env = self.env;
         match step {
             uvloop::Step::Pending => {}
-            uvloop::Step::Won(lock) => finish(env, deferred, Ok(NativeLock { lock }), faulted),
-            uvloop::Step::Failed(e) => {
-                finish::<NativeLock>(env, deferred, Err(to_napi(e)), faulted)
-            }
+            uvloop::Step::Won(lock) => finish(env, deferred, Ok(Taken(lock)), faulted),
+            uvloop::Step::Failed(e) => finish::<Taken>(env, deferred, Err(to_napi(e)), faulted),
         }
     }
 }

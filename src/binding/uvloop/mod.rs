@@ -41,7 +41,7 @@ mod off {
     use napi::bindgen_prelude::PromiseRaw;
     use napi::Env;
 
-    use crate::binding::lock::NativeLock;
+    use crate::binding::lock::Taken;
     use crate::core::{self as core, Lock, Request};
 
     pub fn register(_: &Env, _: &core::Client) -> bool {
@@ -56,7 +56,7 @@ mod off {
         _: &core::Client,
         request: Box<Request>,
         _: Option<&crate::binding::cancel::CancelHandle>,
-    ) -> Result<PromiseRaw<'env, NativeLock>, Box<Request>> {
+    ) -> Result<PromiseRaw<'env, Taken>, Box<Request>> {
         Err(request)
     }
     pub fn release<'env>(
