@@ -19,8 +19,11 @@ test('fencing tokens grow with every holder of a key and live beside it in Redis
     fences.push(lock.fence)
     await lock.release()
   }
-  assert.deepEqual(fences, [1, 2, 3])
-  assert.equal(await redis.get('{app:fenced}:fence'), '3')
+  // A new counter starts from the server's clock in µs, then counts up by one.
+  assert.deepEqual(fences, [fences[0], fences[0] + 1, fences[0] + 2])
+  assert.ok(Math.abs(fences[0] - Date.now() * 1000) < 600e6, `the first fence ${fences[0]} is the clock in µs`)
+  assert.ok(Number.isSafeInteger(fences[2]))
+  assert.equal(await redis.get('{app:fenced}:fence'), String(fences[2]))
   const plain = new LockClient({ url: server.url })
   const lock = await plain.acquire('unfenced')
   assert.equal(lock.fence, null, 'fencing is opt-in')
@@ -28,6 +31,35 @@ test('fencing tokens grow with every holder of a key and live beside it in Redis
   await lock.release()
   await plain.close()
   await locks.close()
+})
+
+test('fences stay monotonic across a restart of the server that lost the counter', async () => {
+  const own = await startRedis()
+  const a = new LockClient({ url: own.url, fencing: true })
+  const b = new LockClient({ url: own.url, fencing: true })
+  // a's lock is lost with the restart: told, and not an error of this test.
+  const lost = []
+  a.on('lost', (e) => lost.push(e.code))
+  a.on('error', () => {})
+  b.on('error', () => {})
+  try {
+    let first
+    for (let i = 0; i < 3; i++) {
+      if (first) await first.release()
+      first = await a.acquire('restarted', { ttl: 3000 })
+    }
+    // No persistence: the key and its fence counter go with the restart.
+    await own.restart()
+    const second = await waitFor(() => b.acquire('restarted').catch(() => null), { timeout: 10000, what: 'the second holder to take the lock' })
+    assert.ok(second.fence > first.fence, `the holder after the restart has fence ${second.fence}, not above ${first.fence}`)
+    await second.release()
+    await waitFor(() => lost.length > 0, { timeout: 10000, what: 'the first holder to hear its loss' })
+    assert.deepEqual(lost, ['ERR_LOCK_LOST'])
+  } finally {
+    await a.close()
+    await b.close()
+    await own.stop()
+  }
 })
 
 test('a stale holder is refused by a resource that checks the fence', async () => {
@@ -130,7 +162,9 @@ test('waitReplicas: the acquisition and extensions wait for the replica; lock.re
 
 const fs = require('node:fs')
 const path = require('node:path')
-const script = (name) => fs.readFileSync(path.join(__dirname, '..', 'src', 'scripts', `${name}.lua`), 'utf8')
+const lua = (name) => fs.readFileSync(path.join(__dirname, '..', 'src', 'scripts', `${name}.lua`), 'utf8')
+// A script that hands out fences goes with the fence counter's function, as the addon sends it.
+const script = (name) => (/next_fence\(/.test(lua(name)) ? lua('fence') + lua(name) : lua(name))
 
 for (const [label, fastPath] of [['fast path on', undefined], ['LOCKDOG_FAST_PATH=0', '0']]) {
   test(`fair locks get fences that grow with every holder: taken, handed over, announced or not (${label})`, async () => {

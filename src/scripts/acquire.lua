@@ -19,6 +19,6 @@ for i = 1, n do
 end
 local fence = 0
 for i = #KEYS, n + 1, -1 do
-  fence = redis.call('INCR', KEYS[i])
+  fence = next_fence(KEYS[i])
 end
 return {1, fence}

@@ -28,7 +28,7 @@ if holder == ARGV[1] then
     return {1, 0}
   end
   -- (A counter deleted meanwhile starts again rather than answer 0.)
-  return {1, tonumber(redis.call('GET', fence)) or redis.call('INCR', fence)}
+  return {1, tonumber(redis.call('GET', fence)) or next_fence(fence)}
 end
 if not holder then
   while true do
@@ -42,7 +42,7 @@ if not holder then
       if not fence then
         return {1, 0}
       end
-      return {1, redis.call('INCR', fence)}
+      return {1, next_fence(fence)}
     end
     if redis.call('EXISTS', KEYS[2] .. ':' .. head) == 1 then
       break

@@ -36,7 +36,10 @@ while true do
     if ttl then
       redis.call('SET', KEYS[1], next, 'PX', ttl)
       if fenced == 'f' then
-        announce('>' .. next .. ' ' .. n .. ' ' .. redis.call('INCR', KEYS[3]))
+        -- (Read back as the counter's text: a Lua number of 16 digits would
+        -- print in exponent form.)
+        next_fence(KEYS[3])
+        announce('>' .. next .. ' ' .. n .. ' ' .. redis.call('GET', KEYS[3]))
       else
         announce('>' .. next .. ' ' .. n)
       end
