@@ -7,7 +7,7 @@
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { LockClient, LockError } = require('..')
-const { serverAndClient, waitFor, aborted } = require('./helpers')
+const { serverAndClient, waitFor, aborted, startRedis, inspector } = require('./helpers')
 
 let server
 let redis
@@ -207,5 +207,56 @@ test('close({ graceful }) lets running withLock calls finish first, up to the bo
     assert.throws(() => b.close({ gracefull: 1 }), { code: 'ERR_INVALID_ARG_VALUE' })
   } finally {
     await a.close()
+  }
+})
+
+test('a lock whose validity ran out while its renewals were held up frees its key as soon as they land, not a TTL later', async () => {
+  // The server stalls past the lock's validity: the lock is lost locally, and
+  // the renewals waiting in the socket land when it resumes, each re-arming
+  // the full TTL. The cleanup that follows the loss deletes the key then.
+  const own = await startRedis()
+  const look = inspector(own)
+  const c = new LockClient({ url: own.url, ttl: 1500 })
+  const lost = []
+  c.on('lost', (err) => lost.push(err))
+  c.on('error', () => {})
+  look.on('error', () => {})
+  try {
+    const lock = await c.acquire('lapse:landed')
+    own.pause()
+    let resumed
+    try {
+      await waitFor(() => lost.length > 0, { timeout: 10000, what: 'the loss to be reported' })
+      assert.equal(lost[0].code, 'ERR_LOCK_LOST')
+      assert.match(lost[0].message, /validity ran out/)
+      assert.equal(lock.status, 'lost')
+    } finally {
+      own.resume()
+      resumed = Date.now()
+    }
+    await waitFor(async () => (await look.exists('lapse:landed')) === 0, { timeout: 5000, what: 'the key to go' })
+    const after = Date.now() - resumed
+    assert.ok(after < 1000, `the key outlived the resume by ${after} ms: it waited for its TTL (1500 ms)`)
+  } finally {
+    look.disconnect()
+    await c.close()
+    await own.stop()
+  }
+})
+
+test('a lapsed lock\'s cleanup leaves a key continued with a longer lease alone', async () => {
+  const a = client()
+  const b = client()
+  try {
+    const lock = await a.acquire('lapse:adopted', { ttl: 400, autoRenew: false })
+    const adopted = await b.adopt('lapse:adopted', lock.token, { ttl: 20000 })
+    await waitFor(() => lock.status === 'lost', { timeout: 5000, what: 'the first lock to lapse' })
+    await a.settled()
+    assert.equal(await redis.get('lapse:adopted'), lock.token)
+    assert.ok(await redis.pttl('lapse:adopted') > 15000)
+    assert.equal(await adopted.release(), true)
+  } finally {
+    await a.close()
+    await b.close()
   }
 })

@@ -154,7 +154,7 @@ impl Lock {
         if !inner.let_go(state) {
             return Ok(Release::NotHeld);
         }
-        let answers = inner.release_until_decided(state).await;
+        let answers = inner.release_until_decided(state, None).await;
         inner.released_by_caller(state, &answers)
     }
 

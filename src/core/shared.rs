@@ -249,7 +249,7 @@ impl Inner {
     /// Resolves once a quorum deleted our keys: on a minority of nodes the
     /// release may still be on its way (a background task `close()` awaits).
     pub async fn release_state(self: &Arc<Self>, state: &LockState) -> Result<bool> {
-        let answers = self.release_until_decided(state).await;
+        let answers = self.release_until_decided(state, None).await;
         self.release_verdict(state, &answers)
     }
 
@@ -269,10 +269,14 @@ impl Inner {
 
     /// Token-checked release of a lock's keys on every node, answered once a
     /// quorum deleted them (or, failing that, once every node answered).
+    /// With `longest`, only keys whose lease has no more than that left go
+    /// (the cleanup of a lock that lapsed).
     pub(crate) async fn release_until_decided(
         self: &Arc<Self>,
         state: &LockState,
+        longest: Option<Duration>,
     ) -> Vec<NodeAnswer> {
+        let longest_ms = longest.map(crate::core::time::ms_of);
         let timeout = self.cfg.command_timeout;
         let keys: Arc<[String]> = state.keys.clone().into();
         let token: Arc<str> = state.token.as_str().into();
@@ -281,7 +285,9 @@ impl Inner {
             .map(|i| -> Call<()> {
                 let (inner, keys, token) = (self.clone(), keys.clone(), token.clone());
                 Box::pin(async move {
-                    let answer = inner.nodes[i].release(&keys, &token, kind, timeout).await;
+                    let answer = inner.nodes[i]
+                        .release(&keys, &token, kind, longest_ms, timeout)
+                        .await;
                     (answer, ())
                 })
             })
@@ -348,18 +354,28 @@ impl Inner {
     /// Ends a held lock as lost: notifies once, then releases it everywhere
     /// (token-checked, so only what is still ours goes).
     pub fn lose(self: &Arc<Self>, state: &Arc<LockState>, why: LockError) {
-        self.end_lost(state, why, true);
+        self.end_lost(state, why, Cleanup::Release);
     }
 
-    /// Ends a held lock whose validity ran out as lost, without the cleanup
-    /// release: its keys expire on their own within the drift, unless another
-    /// client continued them with the token (`adopt`), whose lock they are then.
+    /// Ends a held lock whose validity ran out as lost, then frees what is
+    /// still its own at once rather than at its TTL (renewals whose replies
+    /// were lost may have landed): a token-checked release of each key whose
+    /// lease is no longer than this lock's `ttl`, the longest its own
+    /// renewals set. A key continued with a longer lease by a client that
+    /// adopted the token is left to it; a fair lock's keys expire by TTL.
     pub fn lapse(self: &Arc<Self>, state: &Arc<LockState>, why: LockError) {
-        // (Broken on purpose, plain-del: a naive lock cleans up whatever happened.)
-        self.end_lost(state, why, broken::cleans_up_lapsed());
+        let cleanup = if broken::cleans_up_lapsed() {
+            // Broken on purpose, plain-del: a naive lock cleans up whatever happened.
+            Cleanup::Release
+        } else if state.kind == LockKind::Fair {
+            Cleanup::None
+        } else {
+            Cleanup::Within(state.ttl())
+        };
+        self.end_lost(state, why, cleanup);
     }
 
-    fn end_lost(self: &Arc<Self>, state: &Arc<LockState>, why: LockError, release: bool) {
+    fn end_lost(self: &Arc<Self>, state: &Arc<LockState>, why: LockError, cleanup: Cleanup) {
         if broken::swallows_losses() {
             // Broken on purpose: keep believing in the lock and keep renewing.
             state.set_deadline(later(Instant::now(), state.ttl()));
@@ -377,13 +393,26 @@ impl Inner {
             error: &why,
         });
         state.notify_ended();
-        if !release {
-            return;
-        }
+        let longest = match cleanup {
+            Cleanup::None => return,
+            Cleanup::Release => None,
+            Cleanup::Within(ttl) => Some(ttl),
+        };
         let inner = self.clone();
         let state = state.clone();
         self.in_background(async move {
-            let _ = inner.release_state(&state).await;
+            let answers = inner.release_until_decided(&state, longest).await;
+            let _ = inner.release_verdict(&state, &answers);
         });
     }
+}
+
+/// What follows a loss on the nodes.
+enum Cleanup {
+    /// Nothing: the keys expire by their TTL.
+    None,
+    /// A token-checked release.
+    Release,
+    /// A token-checked release of the keys with no more than this left.
+    Within(Duration),
 }

@@ -7,8 +7,12 @@
 -- ended), and its release is announced once
 -- per permit freed ("<permits>:<uuid>" tokens), each notice waking one waiter
 -- (at most 64: a read-write lock's writer holds every permit).
+-- ARGV[3], when given, is the longest lease in ms a key may still have to be
+-- deleted (the cleanup of a lock that lapsed: a longer one was continued by
+-- whoever adopted the token, and is theirs).
 -- Returns how many keys were released.
 local deleted = 0
+local longest = tonumber(ARGV[3])
 local function now()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -18,6 +22,9 @@ for i = 1, #KEYS do
   if type(v) == 'table' and v.err then
     local score = redis.pcall('ZSCORE', KEYS[i], ARGV[1])
     -- A member whose lease ended was no longer a holder: removed, not released.
+    if type(score) == 'string' and longest and tonumber(score) - now() > longest then
+      score = nil
+    end
     if type(score) == 'string' and redis.call('ZREM', KEYS[i], ARGV[1]) == 1 and tonumber(score) > now() then
       deleted = deleted + 1
       if ARGV[2] ~= '' then
@@ -27,7 +34,7 @@ for i = 1, #KEYS do
         end
       end
     end
-  elseif v == ARGV[1] then
+  elseif v == ARGV[1] and (not longest or redis.call('PTTL', KEYS[i]) <= longest) then
     deleted = deleted + redis.call('DEL', KEYS[i])
     if ARGV[2] ~= '' then
       redis.pcall('PUBLISH', ARGV[2] .. KEYS[i], ARGV[1])

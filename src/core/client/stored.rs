@@ -53,7 +53,7 @@ pub(super) async fn release_token(
         inner
             .nodes
             .iter()
-            .map(|n| n.release(&keys, token, kind, timeout)),
+            .map(|n| n.release(&keys, token, kind, None, timeout)),
     )
     .await;
     inner.report_faults(&answers);

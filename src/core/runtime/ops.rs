@@ -47,12 +47,15 @@ impl Node {
         ops::acquire::answer(self.run(con, &call, timeout).await)
     }
 
-    /// Releases what `token` holds at `keys`, as its `kind` is given back.
+    /// Releases what `token` holds at `keys`, as its `kind` is given back
+    /// (with `longest_ms`, only keys whose lease has no more left: see
+    /// `ops::release::call_for`).
     pub async fn release(
         &self,
         keys: &[String],
         token: &str,
         kind: LockKind,
+        longest_ms: Option<u64>,
         timeout: Duration,
     ) -> NodeAnswer {
         let mut con = match self.connection_within(timeout).await {
@@ -72,7 +75,7 @@ impl Node {
         } else {
             CHANNEL_PREFIX
         };
-        let call = ops::release::call_for(kind, keys, token, notices);
+        let call = ops::release::call_for(kind, keys, token, notices, longest_ms);
         ops::release::answer(self.run(&mut con, &call, timeout).await, keys.len())
     }
 

@@ -29,7 +29,7 @@ pub fn fast_release(lock: &Lock) -> std::result::Result<FastRelease, Release> {
     if !inner.let_go(state) {
         return Err(Release::NotHeld);
     }
-    let call = ops::release::call_for(state.kind, &state.keys, &state.token, CHANNEL_PREFIX);
+    let call = ops::release::call_for(state.kind, &state.keys, &state.token, CHANNEL_PREFIX, None);
     Ok(FastRelease {
         op: ops::release::Release::new(inner.nodes.len(), state.keys.len()),
         late: Late::new(inner.clone(), state.answers.clone()),
