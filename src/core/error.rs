@@ -109,6 +109,24 @@ impl Fault {
         TLS.iter().any(|t| self.text.contains(t))
     }
 
+    /// An error reply that says the node is not, or not yet, the master
+    /// that serves the key (a redirection to another, possibly dead, master;
+    /// a cluster or a master that is down; a node still loading or turned
+    /// replica): the master could not be reached, as a connection failure.
+    fn is_not_the_master(&self) -> bool {
+        const ELSEWHERE: [&str; 7] = [
+            "MOVED",
+            "ASK",
+            "TRYAGAIN",
+            "CLUSTERDOWN",
+            "MASTERDOWN",
+            "READONLY",
+            "LOADING",
+        ];
+        let code = self.text.split_whitespace().next().unwrap_or_default();
+        ELSEWHERE.contains(&code)
+    }
+
     /// An error reply that a failover, a restart or a resharding explains.
     fn is_transient(&self) -> bool {
         const PASSING: [&str; 8] = [
@@ -202,6 +220,12 @@ impl NodeAnswer {
             NodeAnswer::ErrorReply(f) => f.is_transient(),
             _ => false,
         }
+    }
+
+    /// An error reply that only says the master could not be reached (see
+    /// [`Fault::is_not_the_master`]): it counts as a connection failure.
+    pub fn is_redirection(&self) -> bool {
+        matches!(self, NodeAnswer::ErrorReply(f) if f.is_not_the_master())
     }
 
     /// True when the node gave no usable answer (a fault rather than a verdict).

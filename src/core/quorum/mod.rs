@@ -198,7 +198,9 @@ pub fn no_quorum(reports: Vec<NodeReport>, message: impl FnOnce() -> String) -> 
 /// A single node's fault as an error of its own.
 fn node_error(report: &NodeReport) -> LockError {
     let code = match report.answer {
-        NodeAnswer::ErrorReply(_) => ErrorCode::Redis,
+        // MOVED to a master that died, CLUSTERDOWN, READONLY after a
+        // failover...: the master was out of reach, not a refusal.
+        ref a @ NodeAnswer::ErrorReply(_) if !a.is_redirection() => ErrorCode::Redis,
         _ => ErrorCode::Connection,
     };
     let err = LockError::new(code, format!("Redis at {}: {}", report.node, report.answer));

@@ -241,6 +241,35 @@ fn one_node_reports_its_own_fault_and_several_a_quorum_error() {
         || unreachable!(),
     );
     assert_eq!(err.code, ErrorCode::Redis);
+    // A redirection to a master that died, a cluster or master down, a node
+    // turned replica: the master was out of reach.
+    for text in [
+        "MOVED 3999 127.0.0.1:6381",
+        "ASK 3999 127.0.0.1:6381",
+        "CLUSTERDOWN The cluster is down",
+        "TRYAGAIN Multiple keys request during rehashing of slot",
+        "MASTERDOWN Link with MASTER is down",
+        "READONLY You can't write against a read only replica.",
+        "LOADING Redis is loading the dataset in memory",
+    ] {
+        let err = no_quorum(
+            vec![report("h:1", NodeAnswer::ErrorReply(text.into()))],
+            || unreachable!(),
+        );
+        assert_eq!(err.code, ErrorCode::Connection, "{text}");
+        assert!(err.message.contains(text), "{}", err.message);
+    }
+    for text in [
+        "NOPERM no",
+        "BUSY Redis is busy running a script.",
+        "ERR Error running script",
+    ] {
+        let err = no_quorum(
+            vec![report("h:1", NodeAnswer::ErrorReply(text.into()))],
+            || unreachable!(),
+        );
+        assert_eq!(err.code, ErrorCode::Redis, "{text}");
+    }
     let err = no_quorum(
         vec![
             report("h:1", OK),
