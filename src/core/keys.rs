@@ -57,15 +57,6 @@ pub fn prefixed(prefix: &str, names: &[String]) -> Vec<String> {
     names.iter().map(|n| format!("{prefix}{n}")).collect()
 }
 
-/// What the acquire script gets: the lock keys, then (with fencing) their fence counters.
-pub fn script_keys(keys: &[String], fencing: bool) -> Vec<String> {
-    let mut out = keys.to_vec();
-    if fencing {
-        out.extend(keys.iter().map(|k| fence_key(k)));
-    }
-    out
-}
-
 /// The fence counter of `key`, in the same hash slot: a key with a hash tag
 /// keeps it, any other key becomes the tag (which only works for a key without
 /// `}`; cluster locks with fencing reject the rest).
@@ -93,9 +84,16 @@ pub const DERIVED: [(&str, &str); 4] = [
     ("line", "fair lock's line"),
 ];
 
-/// Refuses a stored key that is a name lockdog derives for another lock key
-/// (see [`DERIVED`]): a lock there would block, break or be broken by that lock.
-pub fn check_not_derived(name: &str, stored: &str) -> Result<()> {
+/// Refuses the key `name`, stored under `prefix`, when it is a name lockdog
+/// derives for another lock key (see [`DERIVED`]): a lock there would block,
+/// break or be broken by that lock.
+pub fn check_not_derived(name: &str, prefix: &str) -> Result<()> {
+    let stored: std::borrow::Cow<'_, str> = if prefix.is_empty() {
+        name.into()
+    } else {
+        format!("{prefix}{name}").into()
+    };
+    let stored = stored.as_ref();
     for (suffix, what) in DERIVED {
         let Some(base) = stored
             .strip_suffix(suffix)
@@ -211,7 +209,8 @@ mod tests {
             "{a}:line:lease",
             "x{t}y:fence",
         ] {
-            assert!(check_not_derived(derived, derived).is_err(), "{derived}");
+            assert!(check_not_derived(derived, "").is_err(), "{derived}");
+            assert!(check_not_derived(derived, "app:").is_err(), "app:{derived}");
         }
         for plain in [
             "a:fence",
@@ -221,8 +220,11 @@ mod tests {
             "fence",
             "{a}:lines",
         ] {
-            assert!(check_not_derived(plain, plain).is_ok(), "{plain}");
+            assert!(check_not_derived(plain, "").is_ok(), "{plain}");
+            assert!(check_not_derived(plain, "app:").is_ok(), "app:{plain}");
         }
+        // The prefix makes it one: "{a}:" + "fence" is the fence of "{a}".
+        assert!(check_not_derived("fence", "{a}:").is_err());
         assert!(lock_keys(vec![String::new()]).is_err());
         assert!(lock_keys(vec!["x".repeat(MAX_KEY_BYTES + 1)]).is_err());
     }
@@ -236,13 +238,7 @@ mod tests {
     }
 
     #[test]
-    fn script_keys_append_fence_counters() {
-        let keys = vec!["p:a".to_string(), "p:b".to_string()];
-        assert_eq!(script_keys(&keys, false), keys);
-        assert_eq!(
-            script_keys(&keys, true),
-            ["p:a", "p:b", "{p:a}:fence", "{p:b}:fence"]
-        );
+    fn keys_are_prefixed_and_announced_on_their_channel() {
         assert_eq!(prefixed("p:", &["a".into()]), ["p:a"]);
         assert_eq!(channel("p:a"), "__lockdog:released:p:a");
     }

@@ -44,6 +44,8 @@ pub type EventHook = Arc<dyn Fn(Event<'_>) + Send + Sync>;
 pub(crate) struct Inner {
     pub cfg: ClientConfig,
     pub nodes: Vec<Node>,
+    /// Each node's name, in order (shared by every acquisition's plan).
+    pub node_names: Arc<[String]>,
     /// `close()` ended the held locks: nothing more is sent for this client.
     pub closed: AtomicBool,
     /// Cancelled when `close()` is called: no new acquisition or adoption is
@@ -90,6 +92,7 @@ impl Inner {
     pub fn new(cfg: ClientConfig, nodes: Vec<Node>, hook: Option<EventHook>) -> Inner {
         Inner {
             cfg,
+            node_names: nodes.iter().map(|n| n.name.clone()).collect(),
             nodes,
             closed: AtomicBool::new(false),
             closing: CancellationToken::new(),

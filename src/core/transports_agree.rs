@@ -360,8 +360,7 @@ fn an_acquire_attempt_answered_too_late_waits_for_all_and_is_too_late() {
 
 #[test]
 fn acquire_call_packs_keys_then_token_ttl_and_lock_count() {
-    let keys = ["k".to_string(), "k:fence".to_string()];
-    let call = acquire::call(&keys, 1, "tok", 500);
+    let call = acquire::call_fenced(&["k".to_string()], &["k:fence".to_string()], "tok", 500);
     let packed = String::from_utf8_lossy(&call.evalsha()).into_owned();
     assert!(packed.starts_with("*8\r\n$7\r\nEVALSHA\r\n$40\r\n"));
     assert!(packed.contains(scripts::ACQUIRE.get_hash()));

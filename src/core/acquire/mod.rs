@@ -72,8 +72,12 @@ pub(crate) fn plan_of(inner: &Inner, request: &Request) -> Plan {
     // keep their retry timers.
     let plain = inner.nodes.iter().any(|n| !n.is_cluster());
     Plan {
-        nodes: inner.nodes.iter().map(|n| n.name.clone()).collect(),
-        script_keys: keys::script_keys(&keys, fencing && take.permits().is_none()),
+        nodes: inner.node_names.clone(),
+        fences: if fencing && take.permits().is_none() {
+            keys.iter().map(|k| keys::fence_key(k)).collect()
+        } else {
+            Vec::new()
+        },
         notices: keys.len() == 1 && plain,
         channel: if plain { CHANNEL_PREFIX } else { "" },
         // (Several nodes: a quorum of masters stands for the replicas.)

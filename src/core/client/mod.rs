@@ -117,8 +117,13 @@ impl Client {
     pub fn prepare_lock(&self, keys: Vec<String>, opts: &AcquireOptions) -> Result<Request> {
         let mut request = self.prepare(keys, opts)?;
         if let [name] = request.names.as_slice() {
-            let key = keys::prefixed(&self.inner.cfg.key_prefix, std::slice::from_ref(name));
-            request.arrival = Some(self.inner.waiters.arrive(&key[0]));
+            let prefix = &self.inner.cfg.key_prefix;
+            let waiters = &self.inner.waiters;
+            request.arrival = Some(if prefix.is_empty() {
+                waiters.arrive(name)
+            } else {
+                waiters.arrive(&format!("{prefix}{name}"))
+            });
         }
         Ok(request)
     }
@@ -131,7 +136,7 @@ impl Client {
         let names = lock_keys(keys)?;
         let cfg = &self.inner.cfg;
         for name in &names {
-            keys::check_not_derived(name, &format!("{}{name}", cfg.key_prefix))?;
+            keys::check_not_derived(name, &cfg.key_prefix)?;
         }
         if cfg.has_cluster() {
             // One script must reach every key, so they must live in one hash slot.

@@ -11,11 +11,15 @@ use crate::core::error::NodeAnswer;
 use crate::core::quorum::{self, Acquired, Tally};
 use crate::core::scripts::{self, Call};
 
-/// The acquire script: `script_keys` holds the `locked` lock keys, then
-/// their fence counters (if fencing).
-pub fn call(script_keys: &[String], locked: usize, token: &str, ttl_ms: u64) -> Call<'static> {
+/// The acquire script for the lock `keys` and their fence counters
+/// `fences` (none without fencing).
+pub fn call_fenced(keys: &[String], fences: &[String], token: &str, ttl_ms: u64) -> Call<'static> {
     let mut call = Call::new(&scripts::ACQUIRE);
-    call.key(script_keys).arg(token).arg(ttl_ms).arg(locked);
+    call.key(keys)
+        .key(fences)
+        .arg(token)
+        .arg(ttl_ms)
+        .arg(keys.len());
     call
 }
 

@@ -31,22 +31,6 @@ use crate::core::ops::{self, renew::Renewal, Answer, Reply};
 use crate::core::scripts::{self, Call};
 
 impl Node {
-    /// Runs the acquire script. `keys` holds the `locked` lock keys, then their
-    /// fence counters (if fencing); on success the answer carries the first key's
-    /// fence value (0 without fencing).
-    pub async fn acquire(
-        &self,
-        con: &mut Connection,
-        keys: &[String],
-        locked: usize,
-        token: &str,
-        ttl_ms: u64,
-        timeout: Duration,
-    ) -> (NodeAnswer, i64) {
-        let call = ops::acquire::call(keys, locked, token, ttl_ms);
-        ops::acquire::answer(self.run(con, &call, timeout).await)
-    }
-
     /// Releases what `token` holds at `keys`, as its `kind` is given back
     /// (with `longest_ms`, only keys whose lease has no more left: see
     /// `ops::release::call_for`).

@@ -2,6 +2,7 @@
 //! commands to send ([`Transmit`]), what to report ([`Event`]) and how it
 //! ended ([`Outcome`]).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::super::acquire::{self, LeaseTerms, ReadReply};
@@ -135,7 +136,7 @@ impl Take {
         let ttl_ms = ms_of(plan.lease.ttl);
         let line = || line_keys(&plan.keys[0]);
         match self {
-            Take::Lock => acquire::call(&plan.script_keys, plan.keys.len(), token, ttl_ms),
+            Take::Lock => acquire::call_fenced(&plan.keys, &plan.fences, token, ttl_ms),
             Take::Permits {
                 permits,
                 writer,
@@ -183,11 +184,11 @@ impl Take {
 #[derive(Debug, Clone)]
 pub struct Plan {
     /// Each node's name (`host:port`), in the order replies are numbered.
-    pub nodes: Vec<String>,
+    pub nodes: Arc<[String]>,
     /// The lock keys, prefixed.
     pub keys: Vec<String>,
-    /// The acquire script's keys: the lock keys, then their fence counters.
-    pub script_keys: Vec<String>,
+    /// The lock keys' fence counters (fencing; else none).
+    pub fences: Vec<String>,
     /// The keys as the caller named them, for messages.
     pub label: String,
     pub lease: LeaseTerms,

@@ -17,10 +17,10 @@ pub(super) fn plan(nodes: usize, wait_ms: u64, retry_count: Option<u32>, fencing
             .map(|i| format!("127.0.0.1:{}", 7000 + i))
             .collect(),
         keys: vec!["k".into()],
-        script_keys: if fencing {
-            vec!["k".into(), "k:fence".into()]
+        fences: if fencing {
+            vec!["k:fence".into()]
         } else {
-            vec!["k".into()]
+            Vec::new()
         },
         label: "k".into(),
         lease: LeaseTerms {

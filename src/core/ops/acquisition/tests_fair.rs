@@ -11,7 +11,7 @@ use crate::core::scripts;
 
 fn fair_plan(fencing: bool, wait_ms: u64) -> Plan {
     let mut p = plan(1, wait_ms, None, fencing);
-    p.script_keys = vec!["k".into()];
+    p.fences = Vec::new();
     p.take = Take::Fair {
         fence: fencing.then(|| "k:fence".to_string()),
         place_ms: 2_000,
