@@ -29,8 +29,10 @@ export declare class NativeClient {
    * arrival order across every process through a line kept in Redis (one
    * node or a cluster). Arguments are checked synchronously (the call
    * throws before any I/O).
+   * `options` as an object, or packed in a `Float64Array` (see
+   * `packedAcquireOptions`).
    */
-  acquire(keys: Array<string>, options?: AcquireOptions | undefined | null, cancel?: CancelHandle | undefined | null, kind?: AcquireKind | undefined | null): Promise<NativeLock>
+  acquire(keys: Array<string>, options?: AcquireOptions | Float64Array | undefined | null, cancel?: CancelHandle | undefined | null, kind?: AcquireKind | undefined | null): Promise<NativeLock>
   /**
    * Continues the lock on `keys` whose value is `token`: one token-checked
    * extend to `ttl` on every node (never creating a key), then the watchdog
@@ -465,6 +467,13 @@ export interface NodeReport {
   answer: string
   detail: string
 }
+
+/**
+ * The names of an acquisition's options in the order `NativeClient.acquire`
+ * takes them packed in a `Float64Array`: first a bit set of the fields
+ * given (bit i for name i), then one number per name (`autoRenew` as 0 or 1).
+ */
+export declare function packedAcquireOptions(): Array<string>
 
 /** Nodes that must agree among `nodes` for an operation to succeed: floor(N/2) + 1. */
 export declare function quorumSize(nodes: number): number

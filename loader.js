@@ -843,6 +843,7 @@ module.exports.DEFAULT_URL = nativeBinding.DEFAULT_URL
 module.exports.driftMs = nativeBinding.driftMs
 module.exports.MAX_KEY_BYTES = nativeBinding.MAX_KEY_BYTES
 module.exports.MAX_MS = nativeBinding.MAX_MS
+module.exports.packedAcquireOptions = nativeBinding.packedAcquireOptions
 module.exports.quorumSize = nativeBinding.quorumSize
 module.exports.setErrorClass = nativeBinding.setErrorClass
 module.exports.URL_ENV = nativeBinding.URL_ENV

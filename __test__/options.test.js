@@ -73,3 +73,9 @@ test('limits and defaults come from the addon, declared once in Rust', () => {
     assert.match(dts, new RegExp(`^export declare const ${name}: (number|string)$`, 'm'), `${name} is typed in binding.d.ts`)
   }
 })
+
+test('every acquire option reaches the native layer: the packed order names exactly the options lib/ accepts', () => {
+  const { packedAcquireOptions } = require('../binding.js')
+  const { ACQUIRE } = require('../lib/validate')
+  assert.deepEqual([...packedAcquireOptions()].sort(), Object.keys(ACQUIRE).sort())
+})

@@ -112,17 +112,24 @@ impl NativeClient {
     /// arrival order across every process through a line kept in Redis (one
     /// node or a cluster). Arguments are checked synchronously (the call
     /// throws before any I/O).
-    #[napi(ts_return_type = "Promise<NativeLock>")]
+    /// `options` as an object, or packed in a `Float64Array` (see
+    /// `packedAcquireOptions`).
+    #[napi(
+        ts_args_type = "keys: Array<string>, options?: AcquireOptions | Float64Array | undefined | null, cancel?: CancelHandle | undefined | null, kind?: AcquireKind | undefined | null",
+        ts_return_type = "Promise<NativeLock>"
+    )]
     pub fn acquire<'env>(
         &self,
         env: &'env Env,
         keys: Vec<String>,
-        options: Option<AcquireOptions>,
+        options: Option<Unknown<'env>>,
         cancel: Option<&CancelHandle>,
         kind: Option<AcquireKind>,
     ) -> Result<PromiseRaw<'env, Taken>> {
         let kind = kind.unwrap_or_default().to_kind().map_err(to_napi)?;
-        let opts = options.unwrap_or_default().to_core().map_err(to_napi)?;
+        let opts = AcquireOptions::read(env, options)?
+            .to_core()
+            .map_err(to_napi)?;
         let request = kind.prepare(&self.core, keys, &opts).map_err(to_napi)?;
         // Taken on the JS thread's loop where it has one (any kind of lock,
         // on plain masters, once the client's connections there are up).

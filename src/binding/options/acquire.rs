@@ -12,7 +12,7 @@ use crate::core::{self as core, LockError, Request};
 
 /// Settings of one acquisition; unset fields take the client's defaults.
 #[napi(object, object_to_js = false)]
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct AcquireOptions {
     /// Lease length in ms (1 ..= `Number.MAX_SAFE_INTEGER`). The default value is the client's `ttl` (30000).
     pub ttl: Option<f64>,
