@@ -4,9 +4,9 @@
 // JS side of its locks: loss events routed to their Lock, withLock, close().
 
 const { EventEmitter } = require('node:events')
-const { NativeClient, CancelHandle, MAX_MS, packedAcquireOptions } = require('../binding.js')
+const { NativeClient, CancelHandle, MAX_MS } = require('../binding.js')
 const { LockError, withStack, invalidType, invalidValue, outOfRange } = require('./errors')
-const { keyList, assertFunction, pick, tlsOption, sentinelOption, ACQUIRE_LOCK, ADOPT, CLIENT_JS } = require('./validate')
+const { keyList, assertFunction, pick, packOptions, tlsOption, sentinelOption, ACQUIRE_LOCK, ADOPT, CLIENT_JS } = require('./validate')
 const { Lock, runHolding } = require('./lock')
 const { Semaphore } = require('./semaphore')
 const { ReadWriteLock } = require('./rwlock')
@@ -16,33 +16,6 @@ const {
 } = require('./internal')
 
 const CLOSE = { graceful: 'number' }
-
-/** An acquisition's option names in the order the native acquire takes them packed. */
-const PACKED = packedAcquireOptions()
-/** The packed options of the acquisition being started (read by the native call at once). */
-const packed = new Float64Array(PACKED.length + 1)
-
-/**
- * `opts` (checked by `pick`) packed for the native acquire: a bit set of the
- * options given, then each value; undefined when none is given. Reading one
- * typed array costs the native side one call; an object, one lookup per name.
- */
-function packOptions(opts) {
-  if (opts === undefined) return undefined
-  let given = 0
-  for (let i = 0; i < PACKED.length; i++) {
-    const v = opts[PACKED[i]]
-    if (v === undefined) {
-      packed[i + 1] = 0
-      continue
-    }
-    given |= 1 << i
-    packed[i + 1] = typeof v === 'boolean' ? Number(v) : v
-  }
-  if (given === 0) return undefined
-  packed[0] = given
-  return packed
-}
 
 /**
  * A Redis lock client: one shared connection per node, a native watchdog for

@@ -1,8 +1,9 @@
 'use strict'
 
 const { invalidType, invalidValue, outOfRange } = require('./errors')
-// Longest key in bytes, as the native layer enforces it (checked here too, so every method throws it synchronously).
-const { MAX_KEY_BYTES } = require('../binding.js')
+// Longest key in bytes, as the native layer enforces it (checked here too, so
+// every method throws it synchronously), and the order it takes options packed in.
+const { MAX_KEY_BYTES, packedAcquireOptions } = require('../binding.js')
 
 /**
  * Checks a lock key (a string or an array of strings) and returns it as a plain
@@ -201,4 +202,31 @@ function sentinelOption(sentinel) {
   return out
 }
 
-module.exports = { keyList, assertFunction, pick, tlsOption, sentinelOption, SENTINEL, ACQUIRE, ACQUIRE_JS, ACQUIRE_LOCK, ADOPT, CLIENT, CLIENT_JS, CLUSTER_NODE, TLS_FIELDS }
+/** An acquisition's option names in the order the native acquire takes them packed. */
+const PACKED = packedAcquireOptions()
+/** The packed options of the acquisition being started (read by the native call at once). */
+const packed = new Float64Array(PACKED.length + 1)
+
+/**
+ * `opts` (checked by `pick`) packed for the native acquire: a bit set of the
+ * options given, then each value; undefined when none is given. Reading one
+ * typed array costs the native side one call; an object, one lookup per name.
+ */
+function packOptions(opts) {
+  if (opts === undefined) return undefined
+  let given = 0
+  for (let i = 0; i < PACKED.length; i++) {
+    const v = opts[PACKED[i]]
+    if (v === undefined) {
+      packed[i + 1] = 0
+      continue
+    }
+    given |= 1 << i
+    packed[i + 1] = typeof v === 'boolean' ? Number(v) : v
+  }
+  if (given === 0) return undefined
+  packed[0] = given
+  return packed
+}
+
+module.exports = { keyList, assertFunction, pick, packOptions, tlsOption, sentinelOption, SENTINEL, ACQUIRE, ACQUIRE_JS, ACQUIRE_LOCK, ADOPT, CLIENT, CLIENT_JS, CLUSTER_NODE, TLS_FIELDS }
