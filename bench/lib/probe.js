@@ -93,7 +93,8 @@ async function redisCpuUs(redis) {
  * the native sockets use; `strace -c -f` counts them all.)
  */
 async function perPair(redis) {
-  const at = async () => ({ cpu: processCpuMs(), js: mainThreadCpuMs(), redis: await redisCpuUs(redis) })
+  // (No server to ask, e.g. a Redlock run over several: its column stays empty.)
+  const at = async () => ({ cpu: processCpuMs(), js: mainThreadCpuMs(), redis: redis ? await redisCpuUs(redis) : NaN })
   const a = await at()
   return async (pairs) => {
     const b = await at()
