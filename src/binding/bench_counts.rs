@@ -55,3 +55,20 @@ pub fn bench_counts() -> BenchCounts {
         reallocations: REALLOCATIONS.load(Ordering::Relaxed) as f64,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_allocation_is_counted() {
+        let before = bench_counts();
+        let boxed = std::hint::black_box(Box::new([7u8; 64]));
+        let mut grown = std::hint::black_box(Vec::<u8>::with_capacity(1));
+        grown.extend_from_slice(&[1; 100]);
+        let after = bench_counts();
+        assert!(after.allocations >= before.allocations + 2.0);
+        assert!(after.reallocations > before.reallocations);
+        drop((boxed, grown));
+    }
+}

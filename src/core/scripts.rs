@@ -301,7 +301,7 @@ mod tests {
 
     #[test]
     fn a_call_packed_by_hand_is_the_command_redis_rs_packs() {
-        let keys = vec!["a".to_string(), "{b}:c".to_string()];
+        let keys = ["a".to_string(), "{b}:c".to_string()];
         let mut call = Call::new(&ACQUIRE);
         call.key(&keys[..])
             .key("")

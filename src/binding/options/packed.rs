@@ -97,6 +97,12 @@ mod tests {
         p[2] = 9.0; // not given: ignored
         p[5] = f64::INFINITY;
         p[8] = 0.0;
+        let names = packed_acquire_options();
+        assert_eq!(names.len(), 11);
+        assert_eq!(
+            (names[0], names[4], names[7]),
+            ("ttl", "waitTimeout", "autoRenew")
+        );
         let o = AcquireOptions::from_packed(&p).expect("valid");
         assert_eq!(o.ttl, Some(5_000.0));
         assert_eq!(o.retry_count, None);
