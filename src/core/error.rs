@@ -109,6 +109,11 @@ impl Fault {
         TLS.iter().any(|t| self.text.contains(t))
     }
 
+    /// The error reply's code (its first word).
+    fn code(&self) -> &str {
+        self.text.split_whitespace().next().unwrap_or_default()
+    }
+
     /// An error reply that says the node is not, or not yet, the master
     /// that serves the key (a redirection to another, possibly dead, master;
     /// a cluster or a master that is down; a node still loading or turned
@@ -123,24 +128,13 @@ impl Fault {
             "READONLY",
             "LOADING",
         ];
-        let code = self.text.split_whitespace().next().unwrap_or_default();
-        ELSEWHERE.contains(&code)
+        ELSEWHERE.contains(&self.code())
     }
 
-    /// An error reply that a failover, a restart or a resharding explains.
+    /// An error reply that a failover, a restart or a resharding explains,
+    /// or a script still running (`BUSY`).
     fn is_transient(&self) -> bool {
-        const PASSING: [&str; 8] = [
-            "LOADING",
-            "READONLY",
-            "MASTERDOWN",
-            "TRYAGAIN",
-            "CLUSTERDOWN",
-            "MOVED",
-            "ASK",
-            "BUSY",
-        ];
-        let code = self.text.split_whitespace().next().unwrap_or_default();
-        if PASSING.contains(&code) {
+        if self.is_not_the_master() || self.code() == "BUSY" {
             return true;
         }
         // Client-side errors with no Redis code of their own (a cluster

@@ -142,15 +142,7 @@ impl redis::RedisWrite for Packed {
     }
 
     fn write_arg_fmt(&mut self, arg: impl std::fmt::Display) {
-        use std::io::Write;
-        let mut digits = [0u8; 48];
-        let mut at = std::io::Cursor::new(&mut digits[..]);
-        if write!(at, "{arg}").is_ok() {
-            let n = at.position() as usize;
-            self.push(&digits[..n]);
-        } else {
-            self.push(arg.to_string().as_bytes());
-        }
+        formatted(arg, |text| self.push(text));
     }
 
     fn writer_for_next_arg(&mut self) -> impl std::io::Write + '_ {
@@ -181,6 +173,19 @@ impl std::io::Write for ArgWriter<'_> {
 impl Drop for ArgWriter<'_> {
     fn drop(&mut self) {
         self.to.push(&self.bytes);
+    }
+}
+
+/// `arg` as text, handed to `to` (on the stack when short: numbers).
+fn formatted(arg: impl std::fmt::Display, to: impl FnOnce(&[u8])) {
+    use std::io::Write;
+    let mut digits = [0u8; 48];
+    let mut at = std::io::Cursor::new(&mut digits[..]);
+    if write!(at, "{arg}").is_ok() {
+        let n = at.position() as usize;
+        to(&digits[..n]);
+    } else {
+        to(arg.to_string().as_bytes());
     }
 }
 
@@ -281,14 +286,7 @@ impl<'s> Call<'s> {
         header(&mut out, b'*', 3 + self.keys.count + self.args.count);
         bulk(&mut out, b"EVALSHA");
         bulk(&mut out, self.script.get_hash().as_bytes());
-        let mut count = [0u8; 24];
-        let n = {
-            use std::io::Write;
-            let mut at = std::io::Cursor::new(&mut count[..]);
-            let _ = write!(at, "{}", self.keys.count);
-            at.position() as usize
-        };
-        bulk(&mut out, &count[..n]);
+        formatted(self.keys.count, |count| bulk(&mut out, count));
         out.extend_from_slice(&self.keys.resp);
         out.extend_from_slice(&self.args.resp);
         out

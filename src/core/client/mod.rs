@@ -80,7 +80,7 @@ impl Client {
     }
 
     pub fn node_names(&self) -> Vec<String> {
-        self.inner.nodes.iter().map(|n| n.name.clone()).collect()
+        self.inner.node_names.to_vec()
     }
 
     /// True once `close()` was called (it may still be waiting to end the held locks).
