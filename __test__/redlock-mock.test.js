@@ -117,3 +117,85 @@ test('the hand-written lock drop-ins refuse a client lockdog cannot reach a serv
   assert.throws(() => new DistributedLock(mock, 'mock:dl'), (e) => e.code === 'ERR_LOCK_UNREACHABLE_CLIENT' && /ioredis-mock/.test(e.message))
   assert.throws(() => withLock(mock, 'mock:dl', async () => {}), (e) => e.code === 'ERR_LOCK_UNREACHABLE_CLIENT')
 })
+
+// Mocks on one host and port share their data: each member here has its own.
+let port = 46000
+const own = async () => {
+  const mock = new RedisMock({ port: port++ })
+  await mock.flushall()
+  return mock
+}
+
+/** A member of its own whose `eval` of a taking script answers `delayMs` late (Infinity: never). */
+const slowMock = async (delayMs, every = false) => {
+  const mock = await own()
+  const evalNow = mock.eval.bind(mock)
+  mock.eval = (script, ...args) => {
+    if (!every && !/"exists"/.test(script)) return evalNow(script, ...args)
+    if (delayMs === Infinity) return new Promise(() => {})
+    return new Promise((resolve) => setTimeout(resolve, delayMs)).then(() => evalNow(script, ...args)).then((applied) => {
+      mock.landed = (mock.landed || 0) + 1
+      return applied
+    })
+  }
+  return mock
+}
+
+const waitFor = async (check, deadlineMs, what) => {
+  const end = Date.now() + deadlineMs
+  while (!(await check())) {
+    if (Date.now() > end) assert.fail(`not within ${deadlineMs} ms: ${what}`)
+    await new Promise((r) => setTimeout(r, 20))
+  }
+}
+
+test('a member that never answers is voted against within a bound: acquire, extend, release and using settle', async () => {
+  const [a, b, silent] = [await own(), await own(), await slowMock(Infinity, true)]
+  const redlock = new Redlock([a, b, silent], { retryCount: 0 })
+  const errors = []
+  redlock.on('error', (e) => errors.push(e))
+  const lock = await redlock.acquire(['mock:silent'], 5000)
+  assert.ok(lock.expiration > Date.now())
+  const votes = await lock.attempts[0]
+  assert.equal(votes.votesFor.size, 2)
+  assert.equal(votes.votesAgainst.get(silent).code, 'ERR_LOCK_CONNECTION')
+  assert.ok(errors.some((e) => e.code === 'ERR_LOCK_CONNECTION'))
+  const extended = await lock.extend(5000)
+  await extended.release()
+  assert.equal(await a.get('mock:silent'), null)
+  assert.equal(await redlock.using(['mock:silent'], 5000, async () => 'ran'), 'ran')
+
+  // Alone, the silent member fails every attempt: the call rejects, it does not hang.
+  const alone = new Redlock([silent], { retryCount: 1, retryDelay: 10, retryJitter: 0 })
+  alone.on('error', () => {})
+  const err = await alone.acquire(['mock:silent:alone'], 5000).catch((e) => e)
+  assert.ok(err instanceof ExecutionError, String(err))
+  assert.equal(err.attempts.length, 2)
+  await assert.rejects(alone.release(lock), ExecutionError)
+})
+
+test('a slow member never hands back a lock with no validity, and what it granted late is taken back', async () => {
+  // Answers after 250 ms: within a 2 s lease, the lock is valid.
+  const quick = new Redlock([await slowMock(250)], { retryCount: 0 })
+  const held = await quick.acquire(['mock:slow:ok'], 2000)
+  assert.ok(held.expiration > Date.now() + 1000, `expiration ${held.expiration - Date.now()} ms ahead`)
+  await held.release()
+
+  // Answers after 500 ms: a 300 ms lease would be over before the vote came.
+  const late = new Redlock([await slowMock(500)], { retryCount: 0 })
+  late.on('error', () => {})
+  const err = await late.acquire(['mock:slow:late'], 300).catch((e) => e)
+  assert.ok(err instanceof ExecutionError, String(err))
+
+  // Answers after 1.5 s, past the 1 s vote bound, with a 10 s lease: the acquire
+  // fails, and the key the member set late is released rather than left for 10 s.
+  const mock = await slowMock(1500)
+  const slow = new Redlock([mock], { retryCount: 0 })
+  slow.on('error', () => {})
+  const failed = await slow.acquire(['mock:slow:taken-back'], 10000).catch((e) => e)
+  assert.ok(failed instanceof ExecutionError, String(failed))
+  assert.equal((await failed.attempts[0]).votesAgainst.get(mock).code, 'ERR_LOCK_CONNECTION')
+  await waitFor(() => mock.landed === 1, 3000, 'the late grant landed')
+  // Its lease is 10 s: gone within 2 s means it was taken back.
+  await waitFor(async () => (await mock.get('mock:slow:taken-back')) === null, 2000, 'the late grant taken back')
+})

@@ -10,6 +10,27 @@ const { quorumSize } = require('../../binding.js')
 const { keyList } = require('../validate')
 const { Lock, ExecutionError, ResourceLockedError } = require('./redlock-lock')
 const { QUORUM_MESSAGE, expiration, settingsFor, execute } = require('./redlock-settings')
+const { coded } = require('./connection')
+
+/**
+ * How long one member's vote is waited for, at most (lockdog's default
+ * `commandTimeout`); for an acquire or an extend also no longer than the
+ * lease could still be valid when it came. A member that has not answered by
+ * then votes against, and the call goes on without it.
+ */
+const VOTE_TIMEOUT_MS = 1000
+
+/** `promise`, or a rejection once `ms` passed (the timer never keeps the process alive). */
+function withinMs(promise, ms) {
+  let timer
+  const late = new Promise((resolve, reject) => {
+    timer = setTimeout(() => {
+      reject(coded(new Error(`The member did not answer within ${ms} ms.`), 'ERR_LOCK_CONNECTION'))
+    }, ms)
+    if (typeof timer.unref === 'function') timer.unref()
+  })
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer))
+}
 
 // redlock's own scripts, for clients lockdog cannot reach a server for: they
 // run through the given clients, as redlock runs them (e.g. in ioredis-mock's memory).
@@ -54,41 +75,87 @@ class DirectMembers {
     return execute(attempt, settingsFor(this.#redlock.settings, settings))
   }
 
-  /** One script on every member through the client itself: redlock's votes. */
-  async #attempt(script, keys, args) {
+  /**
+   * One script on every member through the client itself: redlock's votes,
+   * each waited for `boundMs` at most. Members that had not answered by then
+   * are in `late`, with the promise of their answer.
+   */
+  async #attempt(script, keys, args, boundMs = VOTE_TIMEOUT_MS) {
     const stats = {
       membershipSize: this.#members.length,
       quorumSize: quorumSize(this.#members.length),
       votesFor: new Set(),
       votesAgainst: new Map(),
     }
+    const late = []
     await Promise.all(this.#members.map(async (client) => {
+      let answer
       try {
-        const applied = Number(await client.eval(script, keys.length, ...keys, ...args))
+        answer = Promise.resolve(client.eval(script, keys.length, ...keys, ...args))
+        const applied = Number(await withinMs(answer, Math.max(1, boundMs)))
         if (applied === keys.length) stats.votesFor.add(client)
         else throw new ResourceLockedError(`The operation was applied to: ${applied} of the ${keys.length} requested resources.`)
       } catch (error) {
+        if (error && error.code === 'ERR_LOCK_CONNECTION' && answer) late.push({ client, answer })
         stats.votesAgainst.set(client, error)
         this.#emit(error)
       }
     }))
-    return { ok: stats.votesFor.size >= stats.quorumSize, stats }
+    return { ok: stats.votesFor.size >= stats.quorumSize, stats, late }
+  }
+
+  /** Releases `keys` on one member (best effort, bounded). */
+  #releaseOn(client, keys, value) {
+    return withinMs(Promise.resolve(client.eval(RELEASE_SCRIPT, keys.length, ...keys, value)), VOTE_TIMEOUT_MS).catch(() => {})
+  }
+
+  /**
+   * An attempt to take or extend the lease: a quorum that came too late to
+   * leave any validity is no quorum (its votes are taken back, on release);
+   * a member that answers after its vote timed out has its grant taken back
+   * if the call failed in the end (`owed`).
+   */
+  async #leaseAttempt(script, keys, value, duration, s, owed) {
+    const start = Date.now()
+    const validity = () => expiration(null, start, duration, s, s.driftFactor) - Date.now()
+    const result = await this.#attempt(script, keys, [value, duration], Math.min(VOTE_TIMEOUT_MS, validity()))
+    for (const { client, answer } of result.late) owed.push(answer.then(() => client, () => null))
+    if (result.ok && validity() <= 0) {
+      const error = new ResourceLockedError(`The quorum answered after the lock's validity of ${duration} ms had run out.`)
+      for (const client of result.stats.votesFor) {
+        result.stats.votesAgainst.set(client, error)
+        this.#releaseOn(client, keys, value)
+      }
+      result.stats.votesFor.clear()
+      result.ok = false
+    }
+    return { ...result, start }
+  }
+
+  /** Takes back, once they answer, what late members granted a call that failed. */
+  #takeBackLate(owed, keys, value) {
+    for (const answered of owed) {
+      answered.then((client) => client && this.#releaseOn(client, keys, value))
+    }
   }
 
   async acquire(resources, duration, settings) {
     const s = settingsFor(this.#redlock.settings, settings)
     const keys = Array.isArray(resources) && resources.length === 0 ? [] : keyList(resources, 'resources')
     const value = randomUUID()
+    const owed = []
     let start
     let attempts
     try {
-      ({ attempts } = await this.#execute(() => {
-        start = Date.now()
-        return this.#attempt(ACQUIRE_SCRIPT, keys, [value, duration])
+      ({ attempts } = await this.#execute(async () => {
+        const result = await this.#leaseAttempt(ACQUIRE_SCRIPT, keys, value, duration, s, owed)
+        start = result.start
+        return result
       }, settings))
     } catch (error) {
       // As redlock does: take back whatever a minority granted.
       await this.#attempt(RELEASE_SCRIPT, keys, [value]).catch(() => {})
+      this.#takeBackLate(owed, keys, value)
       throw error
     }
     return new Lock(this.#redlock, resources, value, attempts, expiration(null, start, duration, s, s.driftFactor))
@@ -104,9 +171,10 @@ class DirectMembers {
     const s = settingsFor(this.#redlock.settings, settings)
     const keys = existing.resources.length === 0 ? [] : keyList(existing.resources, 'lock.resources')
     let start
-    const { attempts } = await this.#execute(() => {
-      start = Date.now()
-      return this.#attempt(EXTEND_SCRIPT, keys, [existing.value, duration])
+    const { attempts } = await this.#execute(async () => {
+      const result = await this.#leaseAttempt(EXTEND_SCRIPT, keys, existing.value, duration, s, [])
+      start = result.start
+      return result
     }, settings)
     existing.expiration = 0
     return new Lock(this.#redlock, existing.resources, existing.value, attempts, expiration(null, start, duration, s, s.driftFactor))
