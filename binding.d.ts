@@ -77,6 +77,11 @@ export declare class NativeClient {
   get nodes(): Array<string>
   /** Counters since the client was created. */
   stats(): LockStats
+  /**
+   * Each node's health, in the order of `nodes`: up, or down (since when,
+   * its last fault) until it answers again.
+   */
+  health(): Array<NodeHealth>
   /** Reads a lock key on every node without changing it. */
   inspect(key: string): Promise<LockInspection>
   /**
@@ -456,6 +461,36 @@ export declare const MAX_KEY_BYTES: number
 
 /** Longest wait, delay or timeout accepted, in ms (what a 32-bit signed timer can hold). */
 export declare const MAX_MS: number
+
+/**
+ * A node's health as the client sees it (`health()`): down from its first
+ * connection failure (a timeout, a refused or broken connection, no master)
+ * until it answers again, which the client checks by PINGing it.
+ */
+export interface NodeHealth {
+  /** `host:port` (or the socket path) of the node, as in `nodes`. */
+  node: string
+  up: boolean
+  /**
+   * When it last went down or came back (ms since the Unix epoch); the
+   * client's creation if neither happened.
+   */
+  since: number
+  /** While down: its last fault, in words; else null. */
+  error: string | null
+  /** While down: its faults since it went down. */
+  faults: number
+}
+
+/** The `'reconnected'` event's detail: a node answered again after an outage. */
+export interface NodeRecovered {
+  /** `host:port` (or the socket path) of the node. */
+  node: string
+  /** How long it was down, in ms (from its first fault to the answer). */
+  downMs: number
+  /** Its faults meanwhile, reported as `'error'` events or not. */
+  faults: number
+}
 
 /**
  * One node's answer: `answer` is `ok`, `held`, `not-held`, `timeout`,

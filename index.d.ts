@@ -9,11 +9,13 @@ import type {
   LockInspection,
   LockStats,
   NativeLock,
+  NodeHealth,
+  NodeRecovered,
   SemaphoreCount,
   SentinelOptions as NativeSentinelOptions,
 } from './binding'
 
-export type { ClusterNode, LockStats }
+export type { ClusterNode, LockStats, NodeHealth, NodeRecovered }
 
 /** PEM text, as a string or a Buffer (or a list of them for `ca`). */
 export type Pem = string | Buffer | ReadonlyArray<string | Buffer>
@@ -94,6 +96,12 @@ export declare class LockError extends Error {
   nodes: NodeDetail[]
   /** `withLock`: fn's result when only the release failed. */
   result?: unknown
+  /**
+   * On a client's `'error'` event: how many faults identical to this one (same
+   * node, same text) were not emitted since it last was. Within 10 s of
+   * emitting a fault, the client counts its repeats instead of emitting them.
+   */
+  repeated?: number
 }
 
 /** Settings of one acquisition. */
@@ -274,6 +282,13 @@ export declare class LockClient extends EventEmitter implements AsyncDisposable 
   settled(): Promise<void>
   /** Counters since the client was created. */
   stats(): LockStats
+  /**
+   * Each node's health, in the order of `nodes`. A node is down from its first
+   * connection failure (timeout, refused or broken connection, no master) until
+   * it answers again; meanwhile the client PINGs it (100 ms after, then up to
+   * every second) and emits `'reconnected'` when it answers.
+   */
+  health(): NodeHealth[]
   /** Reads a lock key on every node without changing it. */
   inspect(key: string): Promise<Inspection>
   /**
@@ -325,7 +340,14 @@ export declare class LockClient extends EventEmitter implements AsyncDisposable 
    * are told as well.
    */
   on(event: 'lost', listener: (err: LockError, lock: Lock | undefined) => void): this
+  /**
+   * A node failed to answer. The first fault of an outage is emitted at once;
+   * a fault identical to the node's last emitted one within 10 s is counted in
+   * the next one's `repeated` instead (`stats().errors` counts every fault).
+   */
   on(event: 'error', listener: (err: LockError) => void): this
+  /** A node that had failed answers again (its outage is over). */
+  on(event: 'reconnected', listener: (info: NodeRecovered) => void): this
   on(event: string | symbol, listener: (...args: any[]) => void): this
 }
 

@@ -153,6 +153,50 @@ for (const fast of [true, false]) {
       }
     })
 
+    test('an outage is one \'error\' per distinct fault, then \'reconnected\' once the node answers; health() tells', async () => {
+      const s = await server()
+      const locks = client(fast, { url: s.url, connectTimeout: 300, commandTimeout: 300 })
+      const errors = []
+      const back = []
+      locks.on('error', (e) => errors.push(e))
+      locks.on('reconnected', (info) => back.push({ ...info, errorsBefore: errors.length }))
+      await warm(locks)
+      const held = await Promise.all([1, 2, 3].map((i) => locks.acquire(`outage:signals:${i}`, { ttl: 1500 })))
+      assert.deepEqual(locks.health().map((h) => [h.node, h.up, h.error]), [[locks.nodes[0], true, null]])
+      await s.kill()
+      try {
+        // A waiting acquire retries every ~50 ms through the outage: each attempt is a fault.
+        const err = await locks.acquire('outage:signals:wait', { waitTimeout: 1500, retryDelay: 50, retryJitter: 0 })
+          .then(() => assert.fail('acquired while the node is down'), (e) => e)
+        assert.equal(err.code, 'ERR_LOCK_CONNECTION')
+        const [down] = locks.health()
+        assert.equal(down.up, false)
+        assert.equal(typeof down.error, 'string')
+        assert.ok(down.faults >= err.attempts, `faults ${down.faults}, attempts ${err.attempts}`)
+        assert.ok(down.since <= Date.now() - 1000, 'down since before the wait')
+        assert.deepEqual(back, [], 'not reconnected while down')
+      } finally {
+        await s.start()
+      }
+      await waitFor(() => back.length > 0, { what: "'reconnected'", timeout: 5000 })
+      const faults = locks.stats().errors
+      assert.equal(back.length, 1)
+      assert.equal(back[0].node, locks.nodes[0])
+      assert.ok(back[0].downMs >= 1000, `down ${back[0].downMs} ms`)
+      assert.ok(back[0].faults >= 20, `faults ${back[0].faults}`)
+      // Coalesced: the same fault is emitted once (its repeats counted), a new one at once.
+      const texts = errors.slice(0, back[0].errorsBefore).map((e) => e.message)
+      assert.equal(new Set(texts).size, texts.length, `an identical fault emitted twice: ${texts.join(' | ')}`)
+      assert.ok(texts.length <= 4 && faults >= 20, `${texts.length} 'error' events for ${faults} faults`)
+      assert.ok(errors.every((e) => e.code === 'ERR_LOCK_CONNECTION' && e.repeated === 0))
+      const [up] = locks.health()
+      assert.equal(up.up, true)
+      assert.equal(up.error, null)
+      assert.ok(up.since >= Date.now() - 5000)
+      // Held locks outlived the outage or were told of their loss; nothing hangs.
+      await Promise.all(held.map((l) => l.release().catch(() => false)))
+    })
+
     test('withLock, a semaphore, a read-write lock and a fair lock wait out a restart too', async () => {
       const s = await server()
       const locks = client(fast, { url: s.url, connectTimeout: 300, commandTimeout: 300 })

@@ -19,8 +19,8 @@ const CLOSE = { graceful: 'number' }
 
 /**
  * A Redis lock client: one shared connection per node, a native watchdog for
- * every held lock. Events: `'lost'` (err, lock), `'error'` (err) for node failures
- * (only when someone listens).
+ * every held lock. Events: `'lost'` (err, lock); `'error'` (err) for node
+ * failures, coalesced; `'reconnected'` (info) when a node answers again.
  */
 class LockClient extends EventEmitter {
   #native
@@ -69,7 +69,7 @@ class LockClient extends EventEmitter {
     }
   }
 
-  /** A native event; 'lost' and 'error' carry the LockError the native side built. */
+  /** A native event: 'lost' and 'error' with the LockError built natively, 'reconnected' with its info. */
   #onEvent(kind, id, err) {
     try {
       if (kind === 'lost') {
@@ -77,7 +77,10 @@ class LockClient extends EventEmitter {
       } else if (kind === 'renewed') {
         if (channels.renew.hasSubscribers) channels.renew.publish({ client: this, count: id })
       } else if (kind === 'error' && this.listenerCount('error') > 0) {
+        err.repeated = id
         this.emit('error', err)
+      } else if (kind === 'reconnected' && this.listenerCount('reconnected') > 0) {
+        this.emit('reconnected', err)
       }
     } catch (e) {
       rethrowLater(e)
@@ -129,10 +132,12 @@ class LockClient extends EventEmitter {
     return this.#native.stats()
   }
 
-  /**
-   * Reads a lock key on every node without changing it: `{ held, remainingMs,
-   * holder (masked token), fence }`.
-   */
+  /** Each node's health, in the order of `nodes`: `{ node, up, since, error, faults }`. */
+  health() {
+    return this.#native.health()
+  }
+
+  /** Reads a lock key on every node without changing it: `{ held, remainingMs, holder (masked token), fence }`. */
   inspect(key) {
     if (typeof key !== 'string') throw invalidType('key', 'of type string', key)
     keyList(key)
@@ -325,9 +330,7 @@ class LockClient extends EventEmitter {
 
   /** The Lock of a native lock just taken (`acquired`) or adopted, watched for loss events. */
   #hold(native, onLost, acquired) {
-    // Taken just before close() ended the client's locks, which it did
-    // before this promise's turn came: nobody may work under it. (Read only
-    // once close() was called: no crossing on every acquire.)
+    // Taken just before close() ended the client's locks: nobody may work under it (read only once close() ran).
     const ending = this.#closing && native.ending
     if (ending?.code === 'ERR_LOCK_CLOSED') return Promise.reject(withStack(ending))
     const id = native.id
@@ -366,27 +369,21 @@ class LockClient extends EventEmitter {
       throw outOfRange('options.graceful', `>= 0 and <= ${MAX_MS}`, graceful)
     }
     if (!this.#closing) {
-      // New acquisitions are refused from now on, natively; held locks stay
-      // held for the graceful wait.
+      // New acquisitions are refused from now on, natively; held locks stay held for the graceful wait.
       this.#native.beginClose()
       this.#closing = this.#close(graceful ?? 0)
     }
     return this.#closing
   }
 
-  /**
-   * Resolves once the nodes that operations did not wait for (with several
-   * nodes an operation resolves as soon as a quorum decided it) have answered
-   * or timed out, and every background cleanup ended. `close()` waits for it too.
-   */
+  /** Resolves once the nodes a quorum did not wait for have answered or timed out, and background cleanups ended. */
   settled() {
     return this.#native.settled()
   }
 
   async #close(graceful) {
     if (graceful > 0 && this.#running.size > 0) await settledWithin([...this.#running], graceful)
-    // The native close ends every lock still held, then has their holders
-    // told (signal, onLost) before it sends anything.
+    // The native close ends every lock still held and has their holders told (signal, onLost) before it sends anything.
     await this.#native.close(() => {
       for (const lock of this.#live) lock[kEnded]()
     })

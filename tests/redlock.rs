@@ -24,7 +24,7 @@ fn client_with_hook(cfg: ClientConfig) -> (Client, Arc<Mutex<Vec<String>>>) {
     let sink = seen.clone();
     let hook: EventHook = Arc::new(move |e: Event<'_>| {
         let line = match e {
-            Event::NodeError { node, answer } => format!("{node} {}", answer.kind()),
+            Event::NodeError { node, answer, .. } => format!("{node} {}", answer.kind()),
             Event::Lost { id, .. } => format!("lost {id}"),
             _ => return,
         };

@@ -598,7 +598,7 @@ async fn the_hook_reports_node_errors() {
     let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let sink = seen.clone();
     let hook: lockdog::core::EventHook = Arc::new(move |e: lockdog::core::Event<'_>| {
-        if let lockdog::core::Event::NodeError { node, answer } = e {
+        if let lockdog::core::Event::NodeError { node, answer, .. } = e {
             if let Ok(mut v) = sink.lock() {
                 v.push(format!("{node} {}", answer.kind()));
             }

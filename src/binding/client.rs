@@ -14,14 +14,18 @@ use crate::binding::errors::{to_napi, ErrorObject};
 use crate::binding::events::node_fault;
 use crate::binding::lifetime;
 use crate::binding::lock::Taken;
-use crate::binding::options::{AcquireKind, AcquireOptions, LockClientOptions, LockStats};
+use crate::binding::options::{
+    AcquireKind, AcquireOptions, LockClientOptions, LockStats, NodeHealth, NodeRecovered,
+};
 use crate::binding::settle::{settle_later, Callback};
 use crate::binding::uvloop;
 use crate::core::{self as core, Event, EventHook};
 
-/// `(kind, lockId, detail)`: `'lost'` with the loss, `'error'` with the
+/// `(kind, number, detail)`: `'lost'` with the lock's id and the loss,
+/// `'error'` with the number of identical faults held back before it and the
 /// node's fault (both as the `LockError` itself), `'renewed'` with the count
-/// as `lockId` and no detail.
+/// and no detail, `'reconnected'` with the ms the node was down and a
+/// [`NodeRecovered`].
 type EventArgs = FnArgs<(String, f64, Option<ErrorObject>)>;
 /// The event callback as JS passes it (typed by `ts_arg_type` at its use).
 type EventFn<'a> = Function<'a, EventArgs, ()>;
@@ -37,27 +41,38 @@ pub struct NativeClient {
 /// Delivers the core's events to JS; it never keeps Node running.
 fn hook(callback: Callback, renew_events: Arc<AtomicBool>) -> EventHook {
     let callback = Arc::new(callback);
-    Arc::new(move |event: Event<'_>| {
-        let args = match event {
-            Event::Lost { id, error } => (
-                "lost".to_string(),
-                id as f64,
-                Some(ErrorObject(error.clone())),
-            ),
-            Event::Renewed { count } => {
-                // Only when someone traces renewals: each call costs the JS thread.
-                if !renew_events.load(Ordering::Relaxed) {
-                    return;
-                }
-                ("renewed".to_string(), count as f64, None)
+    Arc::new(move |event: Event<'_>| match event {
+        Event::Lost { id, error } => {
+            callback.call("lost".into(), id as f64, Some(ErrorObject(error.clone())))
+        }
+        Event::Renewed { count } => {
+            // Only when someone traces renewals: each call costs the JS thread.
+            if renew_events.load(Ordering::Relaxed) {
+                callback.call("renewed".into(), count as f64, None::<ErrorObject>)
             }
-            Event::NodeError { node, answer } => (
-                "error".to_string(),
-                0.0,
-                Some(ErrorObject(node_fault(node, answer))),
-            ),
-        };
-        callback.call(args.0, args.1, args.2);
+        }
+        Event::NodeError {
+            node,
+            answer,
+            repeated,
+        } => callback.call(
+            "error".into(),
+            repeated as f64,
+            Some(ErrorObject(node_fault(node, answer))),
+        ),
+        Event::NodeUp {
+            node,
+            down_ms,
+            faults,
+        } => callback.call(
+            "reconnected".into(),
+            down_ms as f64,
+            NodeRecovered {
+                node: node.to_string(),
+                down_ms: down_ms as f64,
+                faults: faults as f64,
+            },
+        ),
     })
 }
 
@@ -248,5 +263,16 @@ impl NativeClient {
     #[napi]
     pub fn stats(&self) -> LockStats {
         self.core.stats().into()
+    }
+
+    /// Each node's health, in the order of `nodes`: up, or down (since when,
+    /// its last fault) until it answers again.
+    #[napi]
+    pub fn health(&self) -> Vec<NodeHealth> {
+        self.core
+            .health()
+            .into_iter()
+            .map(|(node, status)| NodeHealth::new(node, status))
+            .collect()
     }
 }

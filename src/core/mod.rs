@@ -21,6 +21,7 @@ pub mod broken;
 pub mod client;
 pub mod config;
 pub mod error;
+pub mod health;
 pub mod keys;
 pub mod lock;
 pub mod lock_state;

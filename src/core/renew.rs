@@ -162,7 +162,7 @@ impl Renewer for Inner {
             }
         }
         // One event per failing node per batch, not one per lock.
-        for (node, fault) in self.nodes.iter().zip(&first_fault) {
+        for (node, fault) in first_fault.iter().enumerate() {
             if let Some(a) = fault {
                 self.report_fault(node, a);
             }

@@ -5,7 +5,7 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::core::broken;
 use crate::core::config::ClientConfig;
 use crate::core::error::{LockError, NodeAnswer, NodeReport, Result};
+use crate::core::health::{self, Health};
 use crate::core::lock_state::{LockState, Release};
 use crate::core::model::{Answers, LockKind};
 use crate::core::ops::gather::Gather;
@@ -34,9 +35,20 @@ pub enum Event<'a> {
     NodeError {
         node: &'a str,
         answer: &'a NodeAnswer,
+        /// Identical faults of this node not reported since it last was
+        /// (see `health.rs`).
+        repeated: u64,
     },
     /// A renewal batch renewed `count` locks.
     Renewed { count: usize },
+    /// A node answered again after an outage (see `health.rs`).
+    NodeUp {
+        node: &'a str,
+        /// How long it was down.
+        down_ms: u64,
+        /// Its faults meanwhile, reported or not.
+        faults: u64,
+    },
 }
 
 pub type EventHook = Arc<dyn Fn(Event<'_>) + Send + Sync>;
@@ -55,12 +67,16 @@ pub(crate) struct Inner {
     pub closing: CancellationToken,
     pub next_id: AtomicU64,
     pub stats: Stats,
+    /// Each node's health: up, or down and probed until it answers.
+    pub health: Health,
     pub watchdog: Watchdog,
     hook: Option<EventHook>,
     /// Callers waiting for a held key, woken by its release notice.
     pub waiters: Arc<Waiters>,
     /// Cleanup releases going on after their caller has been answered.
     background: Background,
+    /// This client, for the tasks it starts itself (a node's probe).
+    me: Weak<Inner>,
 }
 
 /// Tasks the caller does not wait for but `close()` does.
@@ -89,8 +105,10 @@ impl Drop for Inner {
 }
 
 impl Inner {
-    pub fn new(cfg: ClientConfig, nodes: Vec<Node>, hook: Option<EventHook>) -> Inner {
-        Inner {
+    pub fn new(cfg: ClientConfig, nodes: Vec<Node>, hook: Option<EventHook>) -> Arc<Inner> {
+        let nodes_len = nodes.len();
+        Arc::new_cyclic(|me| Inner {
+            me: me.clone(),
             cfg,
             node_names: nodes.iter().map(|n| n.name.clone()).collect(),
             nodes,
@@ -98,11 +116,12 @@ impl Inner {
             closing: CancellationToken::new(),
             next_id: AtomicU64::new(1),
             stats: Stats::default(),
+            health: Health::new(nodes_len),
             watchdog: Watchdog::default(),
             hook,
             waiters: Arc::default(),
             background: Background::default(),
-        }
+        })
     }
 
     /// Runs `task` on its own; [`Inner::settled`] waits for it.
@@ -150,21 +169,64 @@ impl Inner {
         }
     }
 
-    /// Counts and reports a node error for `node`.
-    pub fn report_fault(&self, node: &Node, answer: &NodeAnswer) {
+    /// Counts a fault of node `node` and reports it (coalesced: see
+    /// `health.rs`); one that begins an outage starts probing the node.
+    pub fn report_fault(&self, node: usize, answer: &NodeAnswer) {
         self.stats.errors.fetch_add(1, Ordering::Relaxed);
-        self.emit(Event::NodeError {
-            node: &node.name,
-            answer,
-        });
+        let verdict = self.health.fault(node, answer, Instant::now());
+        if let Some(repeated) = verdict.report {
+            self.emit(Event::NodeError {
+                node: &self.nodes[node].name,
+                answer,
+                repeated,
+            });
+        }
+        if verdict.went_down {
+            self.probe(node);
+        }
     }
 
     pub fn report_faults(&self, answers: &[NodeAnswer]) {
-        for (node, answer) in self.nodes.iter().zip(answers) {
+        for (node, answer) in answers.iter().enumerate() {
             if answer.is_fault() {
                 self.report_fault(node, answer);
             }
         }
+    }
+
+    /// PINGs node `node`, at growing intervals, until it answers (then the
+    /// `NodeUp` event) or the client closes. Holds the client only while a
+    /// PING is out.
+    fn probe(&self, node: usize) {
+        let client = self.me.clone();
+        let closing = self.closing.clone();
+        crate::core::sync::spawn(async move {
+            let mut pause = health::PROBE_FIRST;
+            loop {
+                tokio::select! {
+                    _ = closing.cancelled() => return,
+                    _ = tokio::time::sleep(pause) => {}
+                }
+                let Some(inner) = client.upgrade() else {
+                    return;
+                };
+                let answer = tokio::select! {
+                    _ = closing.cancelled() => return,
+                    answer = inner.nodes[node].ping(inner.cfg.command_timeout) => answer,
+                };
+                if !answer.is_transient() {
+                    if let Some(back) = inner.health.answered(node, Instant::now()) {
+                        inner.emit(Event::NodeUp {
+                            node: &inner.nodes[node].name,
+                            down_ms: back.down_ms,
+                            faults: back.faults,
+                        });
+                    }
+                    return;
+                }
+                pause = health::next_probe(pause);
+            }
+        });
     }
 
     /// Each node's answer, by name.
@@ -265,7 +327,7 @@ impl Inner {
         let reporter = self.clone();
         self.in_background(async move {
             collect
-                .finish(|i, answer| reporter.report_fault(&reporter.nodes[i], answer))
+                .finish(|i, answer| reporter.report_fault(i, answer))
                 .await;
         });
     }

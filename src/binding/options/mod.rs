@@ -12,4 +12,4 @@ mod reports;
 
 pub use acquire::{AcquireKind, AcquireOptions};
 pub use client::{LockClientOptions, TlsOptions};
-pub use reports::{LockInspection, LockStats, SemaphoreCount};
+pub use reports::{LockInspection, LockStats, NodeHealth, NodeRecovered, SemaphoreCount};

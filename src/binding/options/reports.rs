@@ -1,7 +1,9 @@
 //! What goes back to JS as plain objects: a client's counters, an
-//! inspection of a lock key and a semaphore's count.
+//! inspection of a lock key, a semaphore's count, a node's health.
 
 use napi_derive::napi;
+
+use napi::bindgen_prelude::{Either, Null};
 
 use crate::core::stats::StatsSnapshot;
 use crate::core::{self as core};
@@ -90,4 +92,44 @@ impl From<core::semaphore::Count> for SemaphoreCount {
             holders: c.holders,
         }
     }
+}
+
+/// A node's health as the client sees it (`health()`): down from its first
+/// connection failure (a timeout, a refused or broken connection, no master)
+/// until it answers again, which the client checks by PINGing it.
+#[napi(object)]
+pub struct NodeHealth {
+    /// `host:port` (or the socket path) of the node, as in `nodes`.
+    pub node: String,
+    pub up: bool,
+    /// When it last went down or came back (ms since the Unix epoch); the
+    /// client's creation if neither happened.
+    pub since: f64,
+    /// While down: its last fault, in words; else null.
+    pub error: Either<String, Null>,
+    /// While down: its faults since it went down.
+    pub faults: f64,
+}
+
+impl NodeHealth {
+    pub fn new(node: &str, status: core::health::NodeStatus) -> NodeHealth {
+        NodeHealth {
+            node: node.to_string(),
+            up: status.up,
+            since: status.since_ms,
+            error: status.error.map_or(Either::B(Null), Either::A),
+            faults: status.faults as f64,
+        }
+    }
+}
+
+/// The `'reconnected'` event's detail: a node answered again after an outage.
+#[napi(object)]
+pub struct NodeRecovered {
+    /// `host:port` (or the socket path) of the node.
+    pub node: String,
+    /// How long it was down, in ms (from its first fault to the answer).
+    pub down_ms: f64,
+    /// Its faults meanwhile, reported as `'error'` events or not.
+    pub faults: f64,
 }

@@ -81,9 +81,7 @@ impl Driver {
             self.send();
             while let Some(event) = self.acq.poll_event() {
                 match event {
-                    Event::Fault { node, answer } => {
-                        self.inner.report_fault(&self.inner.nodes[node], &answer)
-                    }
+                    Event::Fault { node, answer } => self.inner.report_fault(node, &answer),
                     // (Only after the outcome: see late_answers.)
                     Event::Late { .. } => {}
                     Event::Contended => {
@@ -314,9 +312,7 @@ impl Driver {
                 acq.handle_reply(node, purpose, answer, Instant::now());
                 for event in std::iter::from_fn(|| acq.poll_event()) {
                     match event {
-                        Event::Fault { node, answer } => {
-                            reporter.report_fault(&reporter.nodes[node], &answer)
-                        }
+                        Event::Fault { node, answer } => reporter.report_fault(node, &answer),
                         Event::Late { node, answer } => late.put(node, answer),
                         _ => {}
                     }

@@ -62,7 +62,7 @@ impl Client {
             nodes.push(node);
         }
         Ok(Client {
-            inner: Arc::new(Inner::new(cfg, nodes, hook)),
+            inner: Inner::new(cfg, nodes, hook),
         })
     }
 
@@ -90,6 +90,14 @@ impl Client {
 
     pub fn stats(&self) -> StatsSnapshot {
         self.inner.stats.snapshot()
+    }
+
+    /// Each node's name and health, in order.
+    pub fn health(&self) -> Vec<(&str, crate::core::health::NodeStatus)> {
+        let inner = &self.inner;
+        (0..inner.nodes.len())
+            .map(|i| (&*inner.nodes[i].name, inner.health.status(i)))
+            .collect()
     }
 
     /// Resolves options against the client's defaults, without I/O.

@@ -63,6 +63,24 @@ impl Node {
         ops::release::answer(self.run(&mut con, &call, timeout).await, keys.len())
     }
 
+    /// Whether the node answers a PING within `timeout` (connecting first
+    /// if need be): `Ok`, or the fault.
+    pub async fn ping(&self, timeout: Duration) -> NodeAnswer {
+        let mut con = match self.connection_within(timeout).await {
+            Ok(con) => con,
+            Err(answer) => return answer,
+        };
+        match bounded(
+            timeout,
+            redis::cmd("PING").query_async::<redis::Value>(&mut con),
+        )
+        .await
+        {
+            Ok(_) => NodeAnswer::Ok,
+            Err(answer) => answer,
+        }
+    }
+
     /// Whether `key` has a fair lock's line beside it (a list of waiting
     /// tokens; a fair semaphore's is a sorted set). `false` when the node
     /// cannot tell.

@@ -303,7 +303,7 @@ impl FastAcquire {
             match event {
                 Event::Fault { node, answer } => {
                     self.faulted = true;
-                    self.inner.report_fault(&self.inner.nodes[node], &answer);
+                    self.inner.report_fault(node, &answer);
                 }
                 Event::Contended => {
                     self.inner

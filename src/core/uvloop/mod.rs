@@ -104,7 +104,7 @@ impl Late {
                     late.put(node, answer);
                 }
                 if let Some(fault) = fault {
-                    self.inner.report_fault(&self.inner.nodes[node], &fault);
+                    self.inner.report_fault(node, &fault);
                 }
                 if all_in {
                     self.running = None;
