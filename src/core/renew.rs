@@ -45,17 +45,43 @@ impl Renewer for Inner {
         self.lapse(state, lost(&label, reason));
     }
 
+    /// Renews a batch in parts of at most [`RENEW_PART`] locks. One part of
+    /// the client is out at a time (batches that come due meanwhile queue
+    /// behind, in order), and each part's timeout runs from when it is sent:
+    /// a batch of a million locks is not one pipeline that no timeout fits,
+    /// nor a thousand pipelines that queue behind one another on the
+    /// connection while their timeouts run.
+    async fn renew(self: Arc<Self>, batch: Vec<Arc<LockState>>) {
+        let mut rest = batch.into_iter();
+        loop {
+            let part: Vec<Arc<LockState>> = rest.by_ref().take(RENEW_PART).collect();
+            if part.is_empty() {
+                return;
+            }
+            let _lane = self.renewing.lock().await;
+            self.clone().renew_part(part).await;
+        }
+    }
+}
+
+/// Locks renewed in one round trip per node (a few ms of the server's time).
+pub const RENEW_PART: usize = 4_096;
+
+impl Inner {
     /// Renews a batch of locks with one pipelined round trip per node (per hash
     /// slot on a cluster member). On a client whose only node is a cluster,
     /// renewals go side by side and each lock settles on its own reply, so a
     /// master that stalls (e.g. during a failover) holds back only its locks.
-    async fn renew(self: Arc<Self>, batch: Vec<Arc<LockState>>) {
+    async fn renew_part(self: Arc<Self>, batch: Vec<Arc<LockState>>) {
         let started = Instant::now();
         // A lock whose manual extend is in flight is left to it (the extend
         // reschedules the lock); if that extend fails, the quick retry renews it.
         let mut guards = Vec::with_capacity(batch.len());
         let batch: Vec<Arc<LockState>> = batch
             .into_iter()
+            // Ended while its part waited for its turn (released, or lost
+            // by its deadline): nothing to renew.
+            .filter(|s| s.status() == Status::Held)
             .filter(|s| match s.try_lease_guard() {
                 Some(guard) => {
                     guards.push(guard);

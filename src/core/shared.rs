@@ -70,6 +70,8 @@ pub(crate) struct Inner {
     /// Each node's health: up, or down and probed until it answers.
     pub health: Health,
     pub watchdog: Watchdog,
+    /// Held while a renewal part is out (see `renew.rs`).
+    pub renewing: tokio::sync::Mutex<()>,
     hook: Option<EventHook>,
     /// Callers waiting for a held key, woken by its release notice.
     pub waiters: Arc<Waiters>,
@@ -118,6 +120,7 @@ impl Inner {
             stats: Stats::default(),
             health: Health::new(nodes_len),
             watchdog: Watchdog::default(),
+            renewing: tokio::sync::Mutex::new(()),
             hook,
             waiters: Arc::default(),
             background: Background::default(),

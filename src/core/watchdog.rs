@@ -3,7 +3,7 @@
 //! together, as one batch; a lock whose local deadline passes without a
 //! successful renewal is handed back as expired.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -29,11 +29,51 @@ struct Entry {
     state: Arc<LockState>,
     next_renew: Instant,
     in_flight: bool,
+    /// Its place in [`Schedule::queue`].
+    key: (Instant, u64),
+}
+
+impl Entry {
+    /// When the scheduler must look at it next: its renewal, or its
+    /// deadline (while a renewal is out, or when it is not renewed).
+    fn due(&self, now: Instant) -> Instant {
+        let deadline = self.state.deadline();
+        if self.in_flight || !self.state.renewable(now) {
+            deadline
+        } else {
+            self.next_renew.min(deadline)
+        }
+    }
+}
+
+/// The watched locks, and each one's next look in time order: a pass takes
+/// only what is due (a million held locks are not walked every pass).
+#[derive(Default)]
+struct Schedule {
+    entries: HashMap<u64, Entry>,
+    queue: BTreeSet<(Instant, u64)>,
+}
+
+impl Schedule {
+    /// (Re)places entry `id` in the queue by when it is due now.
+    fn requeue(&mut self, id: u64, now: Instant) {
+        if let Some(e) = self.entries.get_mut(&id) {
+            self.queue.remove(&e.key);
+            e.key = (e.due(now), id);
+            self.queue.insert(e.key);
+        }
+    }
+
+    fn remove(&mut self, id: u64) -> Option<Entry> {
+        let e = self.entries.remove(&id)?;
+        self.queue.remove(&e.key);
+        Some(e)
+    }
 }
 
 #[derive(Default)]
 pub struct Watchdog {
-    entries: Mutex<HashMap<u64, Entry>>,
+    schedule: Mutex<Schedule>,
     wake: Arc<Notify>,
     /// When the scheduler plans to look next (0: it has not looked yet); a new
     /// entry due earlier wakes it.
@@ -73,23 +113,30 @@ impl Watchdog {
         // One interval after the lease began (its deadline less the TTL),
         // not after it was registered: an acquisition whose reply (or whose
         // connect) took long has that much less validity left to renew in.
+        let now = Instant::now();
         let every = state.renew_every();
         let from_lease = state
             .deadline()
             .checked_sub(state.ttl().saturating_sub(every));
         let next_renew = match from_lease {
-            Some(at) => at.min(later(Instant::now(), every)),
-            None => later(Instant::now(), every),
+            Some(at) => at.min(later(now, every)),
+            None => later(now, every),
         };
-        let due = to_us(next_renew.min(state.deadline()));
-        sync::lock(&self.entries).insert(
-            state.id,
-            Entry {
-                state,
-                next_renew,
-                in_flight: false,
-            },
-        );
+        let id = state.id;
+        let mut entry = Entry {
+            state,
+            next_renew,
+            in_flight: false,
+            key: (now, id),
+        };
+        entry.key = (entry.due(now), id);
+        let due = to_us(entry.key.0);
+        {
+            let mut schedule = sync::lock(&self.schedule);
+            schedule.remove(id);
+            schedule.queue.insert(entry.key);
+            schedule.entries.insert(id, entry);
+        }
         // Waking the scheduler for every acquire would cost a task switch each;
         // only an entry due before its planned wake-up needs it.
         let planned = self.planned_us.load(Ordering::Acquire);
@@ -99,66 +146,76 @@ impl Watchdog {
     }
 
     pub fn unwatch(&self, id: u64) {
-        sync::lock(&self.entries).remove(&id);
+        sync::lock(&self.schedule).remove(id);
     }
 
     /// After a manual extend: the next renewal is one interval from now.
     pub fn reschedule(&self, id: u64) {
-        if let Some(e) = sync::lock(&self.entries).get_mut(&id) {
-            e.next_renew = later(Instant::now(), e.state.renew_every());
+        let now = Instant::now();
+        let mut schedule = sync::lock(&self.schedule);
+        if let Some(e) = schedule.entries.get_mut(&id) {
+            e.next_renew = later(now, e.state.renew_every());
         }
+        schedule.requeue(id, now);
+        drop(schedule);
         self.wake.notify_one();
     }
 
     /// Every lock still watched (for close).
     pub fn drain(&self) -> Vec<Arc<LockState>> {
-        sync::lock(&self.entries)
-            .drain()
-            .map(|(_, e)| e.state)
-            .collect()
+        let mut schedule = sync::lock(&self.schedule);
+        schedule.queue.clear();
+        schedule.entries.drain().map(|(_, e)| e.state).collect()
     }
 
     /// One pass: returns the locks to renew now, those past their deadline, and
-    /// when to look again.
+    /// when to look again. Looks only at the entries due by now (and, once one
+    /// is due, at those a quarter of an interval later, which ride along).
     fn scan(&self, now: Instant) -> (Vec<Arc<LockState>>, Vec<Arc<LockState>>, Instant) {
-        let mut next_wake = now + Duration::from_secs(3600);
         let mut expired = Vec::new();
         let mut batch = Vec::new();
-        let mut entries = sync::lock(&self.entries);
-        entries.retain(|_, e| e.state.status() == Status::Held);
-        let mut any_due = false;
-        for e in entries.values() {
-            let deadline = e.state.deadline();
-            if now >= deadline {
-                expired.push(e.state.clone());
+        let mut schedule = sync::lock(&self.schedule);
+        let schedule = &mut *schedule;
+        // Renewing a little early is harmless and keeps renewals in few,
+        // large batches: once one lock is due, those due within a quarter of
+        // their interval go with it.
+        let mut horizon = now;
+        let mut look_again = Vec::new();
+        while let Some(&(at, id)) = schedule.queue.first() {
+            if at > horizon {
+                break;
+            }
+            schedule.queue.pop_first();
+            let Some(e) = schedule.entries.get_mut(&id) else {
+                continue;
+            };
+            if e.state.status() != Status::Held {
+                schedule.entries.remove(&id);
                 continue;
             }
-            next_wake = next_wake.min(deadline);
-            if e.in_flight || !e.state.renewable(now) {
+            if now >= e.state.deadline() {
+                if let Some(e) = schedule.entries.remove(&id) {
+                    expired.push(e.state);
+                }
                 continue;
             }
-            if now >= e.next_renew {
-                any_due = true;
-            } else {
-                next_wake = next_wake.min(e.next_renew);
+            let ride = e.state.renew_every() / 4;
+            if !e.in_flight && e.state.renewable(now) && e.next_renew <= later(now, ride) {
+                horizon = horizon.max(later(now, ride));
+                e.in_flight = true;
+                batch.push(e.state.clone());
             }
+            // Not due after all (its deadline moved, or it rides along later):
+            // back in line by when it is due now.
+            look_again.push(id);
         }
-        if any_due {
-            // Locks due within a quarter of their interval ride along: renewing a
-            // little early is harmless and keeps renewals in few, large batches.
-            for e in entries.values_mut() {
-                if e.in_flight || now >= e.state.deadline() || !e.state.renewable(now) {
-                    continue;
-                }
-                if e.next_renew <= later(now, e.state.renew_every() / 4) {
-                    e.in_flight = true;
-                    batch.push(e.state.clone());
-                }
-            }
+        for id in look_again {
+            schedule.requeue(id, now);
         }
-        for s in &expired {
-            entries.remove(&s.id);
-        }
+        let next_wake = schedule
+            .queue
+            .first()
+            .map_or(now + Duration::from_secs(3600), |&(at, _)| at.max(now));
         // The loop sleeps until `next_wake` (a batch in flight nudges it when done).
         self.planned_us.store(to_us(next_wake), Ordering::Release);
         (batch, expired, next_wake)
@@ -167,15 +224,18 @@ impl Watchdog {
     /// Records a batch's outcome for one lock: the next renewal is a full
     /// interval after the batch was sent if it worked, soon if it did not.
     pub fn done(&self, id: u64, renewed: bool, sent_at: Instant) {
-        if let Some(e) = sync::lock(&self.entries).get_mut(&id) {
+        let now = Instant::now();
+        let mut schedule = sync::lock(&self.schedule);
+        if let Some(e) = schedule.entries.get_mut(&id) {
             e.in_flight = false;
             let every = e.state.renew_every();
             e.next_renew = if renewed {
                 later(sent_at, every)
             } else {
-                Instant::now() + quick_retry(every)
+                now + quick_retry(every)
             };
         }
+        schedule.requeue(id, now);
     }
 
     pub fn nudge(&self) {
@@ -203,5 +263,117 @@ async fn run<R: Renewer>(owner: Weak<R>, wake: Arc<Notify>, stop: CancellationTo
             _ = wake.notified() => {}
             _ = stop.cancelled() => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::lock_state::NewLock;
+    use crate::core::model::{Answers, LockKind};
+
+    /// A held lock `id` with a 3 s TTL renewed every second, valid for `valid_for`.
+    fn lock(id: u64, valid_for: Duration) -> Arc<LockState> {
+        Arc::new(LockState::new(NewLock {
+            id,
+            keys: vec![format!("k{id}")],
+            prefix_len: 0,
+            token: "t".into(),
+            kind: LockKind::Plain,
+            attempts: 1,
+            deadline: Instant::now() + valid_for,
+            ttl: Duration::from_secs(3),
+            renew_every: Duration::from_secs(1),
+            hold_until: None,
+            auto_renew: true,
+            fence: None,
+            wait_replicas: None,
+            answers: Answers::default(),
+        }))
+    }
+
+    #[test]
+    fn a_pass_takes_what_is_due_and_those_that_ride_along_and_no_other() {
+        let w = Watchdog::default();
+        // Valid for 3 s: the first renewal one interval after the lease began (in ~1 s).
+        for id in 0..10_000 {
+            w.watch(lock(id, Duration::from_secs(3)));
+        }
+        let now = Instant::now();
+        let (batch, expired, next) = w.scan(now);
+        assert!(batch.is_empty() && expired.is_empty(), "nothing due yet");
+        assert!(
+            next > now + Duration::from_millis(900),
+            "wakes when the first is due"
+        );
+        // At the first due time every lock goes (all within a quarter interval).
+        let (batch, expired, next) = w.scan(now + Duration::from_millis(1010));
+        assert_eq!(batch.len(), 10_000);
+        assert!(expired.is_empty());
+        // While they are out, the next look is at their deadline, not sooner.
+        assert!(
+            next >= now + Duration::from_millis(2900),
+            "{:?}",
+            next - now
+        );
+        let (again, _, _) = w.scan(now + Duration::from_millis(1500));
+        assert!(
+            again.is_empty(),
+            "a lock with a renewal out is not sent twice"
+        );
+        // Renewed: due again one interval after its batch was sent.
+        let sent = now + Duration::from_millis(1010);
+        for s in &batch {
+            s.set_deadline(sent + Duration::from_secs(3));
+            w.done(s.id, true, sent);
+        }
+        let (none, _, next) = w.scan(now + Duration::from_millis(1600));
+        assert!(none.is_empty());
+        assert!(
+            next >= sent + Duration::from_millis(990),
+            "{:?}",
+            next - sent
+        );
+    }
+
+    #[test]
+    fn a_lock_past_its_deadline_is_handed_back_even_with_its_renewal_out() {
+        let w = Watchdog::default();
+        let s = lock(1, Duration::from_millis(1200));
+        w.watch(s.clone());
+        let now = Instant::now();
+        let (batch, _, _) = w.scan(now + Duration::from_millis(1100));
+        assert_eq!(batch.len(), 1, "due, and sent");
+        let (_, expired, _) = w.scan(now + Duration::from_millis(1300));
+        assert_eq!(
+            expired.len(),
+            1,
+            "its deadline passed while the renewal was out"
+        );
+        assert!(w.drain().is_empty(), "no longer watched");
+    }
+
+    #[test]
+    fn unwatched_and_rescheduled_locks_leave_or_move_in_the_queue() {
+        let w = Watchdog::default();
+        let (a, b) = (
+            lock(1, Duration::from_secs(3)),
+            lock(2, Duration::from_secs(3)),
+        );
+        w.watch(a.clone());
+        w.watch(b.clone());
+        w.unwatch(1);
+        let now = Instant::now();
+        let (batch, _, _) = w.scan(now + Duration::from_millis(1100));
+        assert_eq!(batch.iter().map(|s| s.id).collect::<Vec<_>>(), [2]);
+        w.done(2, true, now + Duration::from_millis(1100));
+        // A manual extend moves the next renewal to an interval from now
+        // (earlier than the one the renewal set).
+        w.reschedule(2);
+        let (batch, _, _) = w.scan(now + Duration::from_millis(500));
+        assert!(batch.is_empty());
+        let (batch, _, _) = w.scan(now + Duration::from_millis(1300));
+        assert_eq!(batch.len(), 1);
+        assert_eq!(w.drain().len(), 1);
     }
 }

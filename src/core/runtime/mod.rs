@@ -112,7 +112,15 @@ pub struct Node {
     /// Connections of their own for writes that `WAIT` for replicas: WAIT blocks
     /// the connection it runs on and counts the writes sent before it there.
     acked: acked::Pool,
+    /// Operations in flight on the shared connection, at most
+    /// [`WINDOW`]: one waiting for a place waits without its timeout
+    /// running, so a burst (a `Promise.all` of 300,000 releases) is not
+    /// failed for the time it spends behind the client's own queue.
+    window: tokio::sync::Semaphore,
 }
+
+/// Operations in flight at once on a node's shared connection.
+pub const WINDOW: usize = 2_048;
 
 type Connecting = Shared<BoxFuture<'static, Result<Connection, NodeAnswer>>>;
 
@@ -144,6 +152,7 @@ impl Node {
             connect_timeout,
             current: RwLock::new(None),
             scripts_sent: AtomicU32::new(0),
+            window: tokio::sync::Semaphore::new(WINDOW),
             connecting: Mutex::new(None),
             closed: Arc::new(AtomicBool::new(false)),
             notices: tokio::sync::Mutex::new(notices::Notices::Unused),

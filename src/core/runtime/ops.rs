@@ -211,6 +211,7 @@ impl Node {
         call: &Call<'_>,
         timeout: Duration,
     ) -> Result<T, NodeAnswer> {
+        let _place = self.window.acquire().await;
         let first = first_time(self.sent(), call.script);
         let con = &*con;
         recovering(
@@ -247,6 +248,7 @@ impl Node {
         call: &Call<'_>,
         timeout: Duration,
     ) -> Answer {
+        let _place = self.window.acquire().await;
         let first = first_time(self.sent(), call.script);
         query(con, call, first, timeout).await
     }

@@ -17,6 +17,7 @@ use super::socket::Socket;
 use crate::core::error::NodeAnswer;
 use crate::core::ops::{Answer, Reply};
 use crate::core::scripts::Call;
+use crate::core::time::later;
 
 /// Runs once with the reply of the command it was sent with.
 pub type OnReply = Box<dyn FnOnce(Answer)>;
@@ -71,7 +72,12 @@ impl Script {
 
 /// A command sent, its reply not yet read.
 struct Pending {
+    /// Once it is written: by when its reply must come (its `bound` from
+    /// the write). Before that, it is bounded by the socket taking bytes.
     deadline: Instant,
+    /// Where its bytes end in everything this connection queued: it is
+    /// written once [`Wire::written`] reaches it.
+    end: u64,
     /// `None` once its deadline passed: the reply is read and dropped.
     on_reply: Option<OnReply>,
     /// A script call, sent again if the node answers NOSCRIPT.
@@ -105,6 +111,16 @@ pub struct Wire {
     blocked: bool,
     /// Commands sent so far (the next one's `seq`).
     sent: u64,
+    /// Bytes written to the socket so far.
+    written: u64,
+    /// When the socket last took bytes, or when bytes began to wait for it:
+    /// a command not yet written waits at most its bound from then.
+    progress: Instant,
+    /// When a reply was last read: replies come in order, so while they
+    /// keep coming a written command waits its bound from the last one
+    /// (a JS thread that was busy reads what came meanwhile before anything
+    /// is given up on).
+    last_read: Instant,
     /// Per script source: the `seq` of the last EVAL this connection sent
     /// after a NOSCRIPT. A call sent before it and answered NOSCRIPT goes
     /// again as EVALSHA (it now runs after that EVAL): one script body per
@@ -123,6 +139,9 @@ impl Wire {
             broken: false,
             blocked: false,
             sent: 0,
+            written: 0,
+            progress: Instant::now(),
+            last_read: Instant::now(),
             reloaded: Vec::new(),
         }
     }
@@ -192,8 +211,15 @@ impl Wire {
         self.pending
             .iter()
             .filter(|p| p.on_reply.is_some())
-            .map(|p| p.deadline)
+            .map(|p| self.deadline_of(p))
             .min()
+    }
+
+    /// A command's deadline: its bound from its write once written, else
+    /// its bound from when the socket last took bytes (a connection whose
+    /// server stopped reading does not hold its callers for ever).
+    fn deadline_of(&self, p: &Pending) -> Instant {
+        deadline(p, self.written, self.progress, self.last_read)
     }
 
     /// Sends `cmd` (packed); `on_reply` runs with its reply, or with the
@@ -240,8 +266,13 @@ impl Wire {
             return;
         }
         let seq = self.next_seq();
+        if self.pending.back().is_none_or(|p| p.end <= self.written) {
+            // Nothing was waiting for the socket: the wait for it starts now.
+            self.progress = Instant::now();
+        }
         self.pending.push_back(Pending {
             deadline,
+            end: self.written + self.out.len() as u64,
             on_reply: Some(on_reply),
             retry,
             seq,
@@ -275,6 +306,26 @@ impl Wire {
         }
         self.out.drain(..written);
         self.blocked = !self.out.is_empty();
+        if written > 0 {
+            self.took(written as u64);
+        }
+    }
+
+    /// The socket took `n` more bytes: each command now written in full has
+    /// its bound from now.
+    fn took(&mut self, n: u64) {
+        let before = self.written;
+        self.written += n;
+        let now = Instant::now();
+        self.progress = now;
+        for p in self.pending.iter_mut().rev() {
+            if p.end <= before {
+                break;
+            }
+            if p.end <= self.written {
+                p.deadline = later(now, p.bound);
+            }
+        }
     }
 
     pub fn on_writable(&mut self, done: &mut Done) {
@@ -313,6 +364,7 @@ impl Wire {
         loop {
             match resp::decode(&mut self.inb) {
                 Ok(Some(value)) => {
+                    self.last_read = Instant::now();
                     let Some(p) = self.pending.pop_front() else {
                         self.fail(cut("a reply nobody asked for"), done);
                         return;
@@ -336,6 +388,7 @@ impl Wire {
                             let seq = self.next_seq();
                             self.pending.push_back(Pending {
                                 deadline: Instant::now() + p.bound,
+                                end: self.written + self.out.len() as u64,
                                 on_reply: Some(on_reply),
                                 retry: None,
                                 seq,
@@ -365,7 +418,14 @@ impl Wire {
     /// sent after a stalled command still runs after it, as on one connection
     /// of the other path: an attempt's undo lands behind the attempt.
     pub fn expire(&mut self, now: Instant, done: &mut Done) {
-        for p in self.pending.iter_mut().filter(|p| p.deadline <= now) {
+        // A thread that was busy gives the socket its chance first: only a
+        // socket that takes nothing holds its unwritten commands back.
+        if !self.out.is_empty() {
+            self.write_out(done);
+        }
+        let (written, progress, last_read) = (self.written, self.progress, self.last_read);
+        let due = |p: &Pending| deadline(p, written, progress, last_read) <= now;
+        for p in self.pending.iter_mut().filter(|p| due(p)) {
             if let Some(on_reply) = p.on_reply.take() {
                 self.abandoned += 1;
                 done.push((on_reply, Err(NodeAnswer::Timeout)));
@@ -395,6 +455,17 @@ impl Wire {
                 done.push((on_reply, Err(answer.clone())));
             }
         }
+    }
+}
+
+/// By when `p`'s reply must come: its bound from its write, or from the
+/// last reply read if that is later; not yet written, its bound from when the
+/// socket last took bytes.
+fn deadline(p: &Pending, written: u64, progress: Instant, last_read: Instant) -> Instant {
+    if p.end <= written {
+        p.deadline.max(later(last_read, p.bound))
+    } else {
+        later(progress, p.bound)
     }
 }
 

@@ -152,14 +152,18 @@ fn a_deadline_answers_timeout_and_the_connection_stays_in_step() {
     let soon = Instant::now() + Duration::from_millis(5);
     wire.send(b"A", soon, recorder(&seen, 1), &mut done);
     wire.send(b"B", later(), recorder(&seen, 2), &mut done);
-    assert_eq!(wire.next_deadline(), Some(soon));
+    // Not written yet: bounded from when it began to wait for the socket.
+    let due = wire.next_deadline().expect("a deadline");
+    assert!(due <= soon && due + Duration::from_millis(5) > soon);
+    assert_eq!(read_all(&mut wire, &mut server, 2), b"AB");
+    // Written: its bound (5 ms) runs from the write.
+    let due = wire.next_deadline().expect("a deadline");
     wire.expire(Instant::now(), &mut done);
     assert!(done.is_empty(), "not due yet");
-    wire.expire(soon, &mut done);
+    wire.expire(due, &mut done);
     run(std::mem::take(&mut done));
     assert!(matches!(seen.borrow()[0], (1, Err(NodeAnswer::Timeout))));
     assert!(!wire.is_broken());
-    assert_eq!(read_all(&mut wire, &mut server, 2), b"AB");
     // The late reply to A is dropped; B gets its own.
     server.write_all(b":1\r\n:2\r\n").expect("write");
     wire.on_readable(&mut done);
@@ -211,4 +215,57 @@ fn a_socket_that_takes_only_part_waits_to_be_writable() {
         "not corked again: on_writable writes the rest"
     );
     assert!(done.is_empty() && !wire.is_broken());
+}
+
+#[test]
+fn a_bound_runs_from_the_write_not_from_the_queue() {
+    let (mut wire, mut server) = pair();
+    let seen = Seen::default();
+    let mut done = Done::new();
+    let queued = Instant::now();
+    wire.send(
+        b"A",
+        queued + Duration::from_millis(5),
+        recorder(&seen, 1),
+        &mut done,
+    );
+    // The thread was busy 20 ms before its loop wrote anything: at the
+    // sweep the command is written first, and not given up on.
+    std::thread::sleep(Duration::from_millis(20));
+    wire.expire(Instant::now(), &mut done);
+    assert!(
+        done.is_empty(),
+        "written at the sweep, its bound from there"
+    );
+    let mut buf = [0; 1];
+    server.read_exact(&mut buf).expect("read");
+    assert_eq!(&buf, b"A");
+    server.write_all(b":1\r\n").expect("write");
+    // Replies that came while the thread was busy are read before any is given up on.
+    std::thread::sleep(Duration::from_millis(20));
+    wire.on_readable(&mut done);
+    run(done);
+    assert!(matches!(seen.borrow()[0], (1, Ok(Reply::Int(1)))));
+}
+
+#[test]
+fn a_command_the_socket_does_not_take_is_still_bounded() {
+    let (mut wire, _server) = pair();
+    let seen = Seen::default();
+    let mut done = Done::new();
+    // More than the socket buffers hold, and a server that never reads.
+    let big = vec![b'x'; 8 << 20];
+    let bound = Duration::from_millis(20);
+    wire.send(&big, Instant::now() + bound, recorder(&seen, 1), &mut done);
+    wire.send(b"B", Instant::now() + bound, recorder(&seen, 2), &mut done);
+    wire.write_out(&mut done);
+    assert!(wire.wants_write(), "the socket took only part");
+    std::thread::sleep(bound + Duration::from_millis(5));
+    wire.expire(Instant::now(), &mut done);
+    run(done);
+    let seen = seen.borrow();
+    assert_eq!(seen.len(), 2, "both given up on");
+    assert!(seen
+        .iter()
+        .all(|(_, r)| matches!(r, Err(NodeAnswer::Timeout))));
 }
