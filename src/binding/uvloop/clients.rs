@@ -76,15 +76,24 @@ impl Drop for FastClient {
 }
 
 impl FastClient {
-    /// Each node's connection as an operation finds it (the missing ones
-    /// start connecting); `None` when one is so busy that the next command's
-    /// reply would come past its deadline: the tokio path paces what it sends.
+    /// Each node's connection as an acquisition finds it (the missing ones
+    /// start connecting); `None` when one owes so many replies that it goes
+    /// to the tokio path, which paces its attempts.
     pub(super) fn for_operation(&self, r: &Reactor) -> Option<Vec<Found>> {
-        let found: Vec<Found> = (0..self.slots.len()).map(|i| self.find(r, i)).collect();
+        let found = self.for_command(r);
         let saturated = found
             .iter()
             .any(|f| matches!(f, Found::Ready(conn) if conn.saturated()));
         (!saturated).then_some(found)
+    }
+
+    /// Each node's connection for a release or an extension, however busy:
+    /// a command waiting behind the connection's backlog has its bound from
+    /// when it is written (see `Wire`), so a burst of 300,000 releases is
+    /// one queue on the JS thread's connection rather than as many tasks on
+    /// the runtime, where the connection's own reader waited behind them.
+    pub(super) fn for_command(&self, r: &Reactor) -> Vec<Found> {
+        (0..self.slots.len()).map(|i| self.find(r, i)).collect()
     }
 
     /// Node `i`'s connection: ready, being opened (it starts opening now

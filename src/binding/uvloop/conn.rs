@@ -12,9 +12,9 @@ use crate::core::error::NodeAnswer;
 use crate::core::memory::Peak;
 use crate::core::uvloop::{self, Done, OnReply, Wire};
 
-/// Replies a fast connection may owe before new operations take the tokio
-/// path: a burst larger than that (a `Promise.all` of 100,000 releases) is
-/// written faster than any server answers it, and its tail would time out.
+/// Replies a fast connection may owe before new acquisitions take the tokio
+/// path, which paces their attempts (releases and extensions stay here: their
+/// bounds run from their writes).
 pub(super) const MAX_IN_FLIGHT: usize = 8_192;
 
 /// One fast connection and its poll handle.
@@ -62,8 +62,7 @@ impl Conn {
             && self.wire.try_borrow().is_ok_and(|w| !w.is_broken())
     }
 
-    /// So many replies owed that the next command's would come past its
-    /// deadline: it takes the other path, which paces what it sends.
+    /// So many replies owed that a new acquisition takes the other path.
     pub(super) fn saturated(&self) -> bool {
         self.wire
             .try_borrow()

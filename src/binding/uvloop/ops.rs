@@ -75,7 +75,7 @@ pub(super) fn fan_out<Op: 'static>(
 /// A release on the fast path, or `None` for the tokio path.
 pub fn release<'env>(env: &'env Env, lock: &Lock) -> Option<PromiseRaw<'env, Release>> {
     let (r, fast) = lookup(env, Arc::as_ptr(lock.parts().1) as usize)?;
-    let found = fast.for_operation(&r)?;
+    let found = fast.for_command(&r);
     let raw_env = env.raw();
     let (deferred, promise) = settle::promise(raw_env).ok()?;
     match uvloop::fast_release(lock) {
@@ -88,7 +88,7 @@ pub fn release<'env>(env: &'env Env, lock: &Lock) -> Option<PromiseRaw<'env, Rel
 /// An extension on the fast path, or `None` for the tokio path.
 pub fn extend<'env>(env: &'env Env, lock: &Lock, ttl: Duration) -> Option<PromiseRaw<'env, ()>> {
     let (r, fast) = lookup(env, Arc::as_ptr(lock.parts().1) as usize)?;
-    let found = fast.for_operation(&r)?;
+    let found = fast.for_command(&r);
     let op = uvloop::fast_extend(lock, ttl, Instant::now())?;
     let raw_env = env.raw();
     let (deferred, promise) = settle::promise(raw_env).ok()?;
