@@ -361,10 +361,11 @@ impl Wire {
             }
         }
         let mut resend = false;
+        let mut read_any = false;
         loop {
             match resp::decode(&mut self.inb) {
                 Ok(Some(value)) => {
-                    self.last_read = Instant::now();
+                    read_any = true;
                     let Some(p) = self.pending.pop_front() else {
                         self.fail(cut("a reply nobody asked for"), done);
                         return;
@@ -405,6 +406,9 @@ impl Wire {
                     return;
                 }
             }
+        }
+        if read_any {
+            self.last_read = Instant::now();
         }
         if let Some(why) = closed {
             self.fail(cut(&why), done);
