@@ -343,29 +343,44 @@ pub fn lost(label: &str, reason: &str) -> LockError {
     .with_key(label)
 }
 
+/// A plain lock `id` on one key, held for `valid_for` from now (for tests).
+#[cfg(test)]
+pub(crate) fn held_for_test(
+    id: u64,
+    valid_for: Duration,
+    ttl: Duration,
+    renew_every: Duration,
+) -> LockState {
+    LockState::new(NewLock {
+        id,
+        keys: vec!["k".into()],
+        prefix_len: 0,
+        token: "t".into(),
+        kind: LockKind::Plain,
+        attempts: 1,
+        deadline: Instant::now() + valid_for,
+        ttl,
+        renew_every,
+        hold_until: None,
+        auto_renew: true,
+        fence: None,
+        wait_replicas: None,
+        answers: Answers::default(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::core::error::ErrorCode;
 
     fn state(valid_for: Duration) -> LockState {
-        let now = Instant::now();
-        LockState::new(NewLock {
-            id: 1,
-            keys: vec!["k".into()],
-            prefix_len: 0,
-            token: "t".into(),
-            kind: LockKind::Plain,
-            attempts: 1,
-            deadline: now + valid_for,
-            ttl: Duration::from_secs(1),
-            renew_every: Duration::from_millis(333),
-            hold_until: None,
-            auto_renew: true,
-            fence: None,
-            wait_replicas: None,
-            answers: Answers::default(),
-        })
+        held_for_test(
+            1,
+            valid_for,
+            Duration::from_secs(1),
+            Duration::from_millis(333),
+        )
     }
 
     #[test]

@@ -269,27 +269,16 @@ async fn run<R: Renewer>(owner: Weak<R>, wake: Arc<Notify>, stop: CancellationTo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::lock_state::NewLock;
-    use crate::core::model::{Answers, LockKind};
+    use crate::core::lock_state::held_for_test;
 
     /// A held lock `id` with a 3 s TTL renewed every second, valid for `valid_for`.
     fn lock(id: u64, valid_for: Duration) -> Arc<LockState> {
-        Arc::new(LockState::new(NewLock {
+        Arc::new(held_for_test(
             id,
-            keys: vec![format!("k{id}")],
-            prefix_len: 0,
-            token: "t".into(),
-            kind: LockKind::Plain,
-            attempts: 1,
-            deadline: Instant::now() + valid_for,
-            ttl: Duration::from_secs(3),
-            renew_every: Duration::from_secs(1),
-            hold_until: None,
-            auto_renew: true,
-            fence: None,
-            wait_replicas: None,
-            answers: Answers::default(),
-        }))
+            valid_for,
+            Duration::from_secs(3),
+            Duration::from_secs(1),
+        ))
     }
 
     #[test]
