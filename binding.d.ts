@@ -330,7 +330,10 @@ export interface LockClientOptions {
   keyPrefix?: string
   /** How long to wait for a connection to a node, in ms. The default value is 2000. */
   connectTimeout?: number
-  /** How long to wait for a reply to a command, in ms. The default value is 1000. */
+  /**
+   * How long to wait for a reply to a command, in ms, from when the command
+   * is written to the connection. The default value is 1000.
+   */
   commandTimeout?: number
   /**
    * How long one node may take to answer an acquire or renewal, in ms. The
