@@ -20,14 +20,17 @@ const { coded } = require('./connection')
  */
 const VOTE_TIMEOUT_MS = 1000
 
-/** `promise`, or a rejection once `ms` passed (the timer never keeps the process alive). */
+/**
+ * `promise`, or a rejection once `ms` passed. The timer keeps the process
+ * alive meanwhile: a caller waits for this answer, and a member that never
+ * answers may hold nothing else open (a mock).
+ */
 function withinMs(promise, ms) {
   let timer
   const late = new Promise((resolve, reject) => {
     timer = setTimeout(() => {
       reject(coded(new Error(`The member did not answer within ${ms} ms.`), 'ERR_LOCK_CONNECTION'))
     }, ms)
-    if (typeof timer.unref === 'function') timer.unref()
   })
   return Promise.race([promise, late]).finally(() => clearTimeout(timer))
 }
