@@ -145,10 +145,6 @@ impl Health {
         })
     }
 
-    pub fn is_down(&self, node: usize) -> bool {
-        sync::lock(&self.nodes[node]).outage.is_some()
-    }
-
     pub fn status(&self, node: usize) -> NodeStatus {
         let h = sync::lock(&self.nodes[node]);
         let since_ms = h
@@ -221,7 +217,7 @@ mod tests {
         let t0 = Instant::now();
         h.fault(0, &refused(), t0);
         h.fault(0, &refused(), t0 + Duration::from_millis(10));
-        assert!(h.is_down(0));
+        assert!(!h.status(0).up);
         let back = h.answered(0, t0 + Duration::from_millis(1500));
         assert_eq!(
             back,
@@ -230,7 +226,7 @@ mod tests {
                 faults: 2
             })
         );
-        assert!(!h.is_down(0));
+        assert!(h.status(0).up);
         assert_eq!(
             h.answered(0, t0 + Duration::from_secs(2)),
             None,

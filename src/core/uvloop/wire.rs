@@ -211,15 +211,8 @@ impl Wire {
         self.pending
             .iter()
             .filter(|p| p.on_reply.is_some())
-            .map(|p| self.deadline_of(p))
+            .map(|p| deadline(p, self.written, self.progress, self.last_read))
             .min()
-    }
-
-    /// A command's deadline: its bound from its write once written, else
-    /// its bound from when the socket last took bytes (a connection whose
-    /// server stopped reading does not hold its callers for ever).
-    fn deadline_of(&self, p: &Pending) -> Instant {
-        deadline(p, self.written, self.progress, self.last_read)
     }
 
     /// Sends `cmd` (packed); `on_reply` runs with its reply, or with the
