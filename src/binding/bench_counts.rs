@@ -3,7 +3,7 @@
 //! thread, read by `bench/counts.js` around a run of lock pairs.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use napi_derive::napi;
 
@@ -12,25 +12,30 @@ struct Counting;
 
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 static REALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+static LIVE_BYTES: AtomicI64 = AtomicI64::new(0);
 
 // SAFETY: every call is passed on to the system allocator unchanged.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        LIVE_BYTES.fetch_add(layout.size() as i64, Ordering::Relaxed);
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        LIVE_BYTES.fetch_add(layout.size() as i64, Ordering::Relaxed);
         unsafe { System.alloc_zeroed(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE_BYTES.fetch_sub(layout.size() as i64, Ordering::Relaxed);
         unsafe { System.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         REALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        LIVE_BYTES.fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
@@ -45,6 +50,8 @@ pub struct BenchCounts {
     pub allocations: f64,
     /// Reallocations (a growing buffer) since the addon loaded.
     pub reallocations: f64,
+    /// Bytes the addon's Rust code holds on the heap now (requested sizes).
+    pub live_bytes: f64,
 }
 
 /// The bench build's counters (this function exists only in a bench build).
@@ -53,6 +60,7 @@ pub fn bench_counts() -> BenchCounts {
     BenchCounts {
         allocations: ALLOCATIONS.load(Ordering::Relaxed) as f64,
         reallocations: REALLOCATIONS.load(Ordering::Relaxed) as f64,
+        live_bytes: LIVE_BYTES.load(Ordering::Relaxed) as f64,
     }
 }
 

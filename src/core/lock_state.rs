@@ -69,7 +69,7 @@ pub struct LockState {
     /// Held while a PEXPIRE of this lock is in flight (a watchdog renewal or a
     /// manual extend), so they reach Redis one after the other: a renewal sent
     /// with the old TTL can never land after an extend and shorten its lease.
-    lease: Arc<tokio::sync::Mutex<()>>,
+    lease: tokio::sync::Semaphore,
     status: AtomicU8,
     /// Set once the lock ended and its end was reported; `ended_wake` wakes its waiters.
     ended_flag: AtomicBool,
@@ -79,6 +79,21 @@ pub struct LockState {
     ending: Mutex<Option<Box<LockError>>>,
     /// Its validity had run out when its holder released it.
     released_late: AtomicBool,
+    /// Where the watchdog keeps it (when it is due, µs), `NOT_WATCHED` when
+    /// it is not in the schedule; changed under the schedule's lock.
+    watch_place: AtomicU64,
+}
+
+const NOT_WATCHED: u64 = u64::MAX;
+
+/// Holds off renewals of a lock while a PEXPIRE of it is out (see
+/// [`LockState::try_lease_guard`]); a lock carries no allocation for it.
+pub struct LeaseGuard(Arc<LockState>);
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        self.0.lease.add_permits(1);
+    }
 }
 
 /// What [`LockState::new`] needs.
@@ -102,8 +117,15 @@ pub struct NewLock {
     pub answers: Answers,
 }
 
+impl Drop for LockState {
+    fn drop(&mut self) {
+        crate::core::memory::lock_dropped();
+    }
+}
+
 impl LockState {
     pub fn new(n: NewLock) -> Self {
+        crate::core::memory::lock_made();
         LockState {
             id: n.id,
             keys: n.keys,
@@ -121,12 +143,13 @@ impl LockState {
             renew_every_ms: AtomicU64::new(ms_of(n.renew_every)),
             deadline_us: AtomicU64::new(to_us(n.deadline)),
             generation: AtomicU64::new(0),
-            lease: Default::default(),
+            lease: tokio::sync::Semaphore::new(1),
             status: AtomicU8::new(HELD),
             ended_flag: AtomicBool::new(false),
             ended_wake: Notify::new(),
             ending: Mutex::new(None),
             released_late: AtomicBool::new(false),
+            watch_place: AtomicU64::new(NOT_WATCHED),
         }
     }
 
@@ -158,6 +181,19 @@ impl LockState {
 
     pub fn deadline(&self) -> Instant {
         from_us(self.deadline_us.load(Ordering::Acquire))
+    }
+
+    /// Its place in the watchdog's schedule (see `watchdog.rs`).
+    pub(crate) fn watch_place(&self) -> Option<u64> {
+        Some(self.watch_place.load(Ordering::Relaxed)).filter(|&at| at != NOT_WATCHED)
+    }
+
+    pub(crate) fn set_watch_place(&self, at: u64) {
+        self.watch_place.store(at, Ordering::Relaxed);
+    }
+
+    pub(crate) fn clear_watch_place(&self) {
+        self.watch_place.store(NOT_WATCHED, Ordering::Relaxed);
     }
 
     pub fn set_deadline(&self, at: Instant) {
@@ -194,13 +230,15 @@ impl LockState {
     }
 
     /// Waits for any renewal of this lock in flight, then holds off new ones.
-    pub async fn lease_guard(&self) -> tokio::sync::MutexGuard<'_, ()> {
-        self.lease.lock().await
+    pub async fn lease_guard(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        // Never closed: `None` cannot happen, and would only not hold off.
+        self.lease.acquire().await.ok()
     }
 
     /// The same without waiting: `None` while an extend is in flight.
-    pub fn try_lease_guard(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
-        self.lease.clone().try_lock_owned().ok()
+    pub fn try_lease_guard(self: &Arc<Self>) -> Option<LeaseGuard> {
+        self.lease.try_acquire().ok()?.forget();
+        Some(LeaseGuard(self.clone()))
     }
 
     pub fn ttl(&self) -> Duration {

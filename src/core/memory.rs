@@ -4,9 +4,12 @@
 //! after the burst although lockdog holds none of it. [`give_back`] asks the
 //! allocator to return it (`malloc_trim`), on a short-lived thread of its own
 //! (never the JS thread) shortly after the burst ended; requests made while
-//! one is pending are folded into it. Elsewhere it does nothing.
+//! one is pending are folded into it. Elsewhere it does nothing. It is
+//! asked when a JS thread's connection drains a burst of replies
+//! ([`Peak`]), when the locks alive fall to a quarter of a peak of many
+//! (a million locks released and collected), and when a client closes.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// Operations in flight at once on one connection or JS thread that make a
@@ -44,20 +47,53 @@ pub fn give_back() {
     }
 }
 
+/// Locks alive in the process (held, or ended and not yet dropped), and the
+/// most alive since memory was last given back.
+static LOCKS: AtomicUsize = AtomicUsize::new(0);
+static LOCKS_PEAK: AtomicUsize = AtomicUsize::new(0);
+
+/// A lock's state was made.
+pub fn lock_made() {
+    let now = LOCKS.fetch_add(1, Ordering::Relaxed) + 1;
+    LOCKS_PEAK.fetch_max(now, Ordering::Relaxed);
+}
+
+/// A lock's state was dropped: once the locks alive fall to a quarter of a
+/// peak of many (a million locks released and collected), what they took
+/// goes back. A steady coming and going of locks never gives back.
+pub fn lock_dropped() {
+    let now = LOCKS.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);
+    let peak = LOCKS_PEAK.load(Ordering::Relaxed);
+    if peak >= BURST
+        && now.saturating_mul(4) <= peak
+        && LOCKS_PEAK
+            .compare_exchange(peak, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    {
+        give_back();
+    }
+}
+
 /// The highest number of operations in flight since the last burst ended.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Peak(usize);
 
 impl Peak {
-    /// `in_flight` operations are out now: once a burst drains, memory goes back.
-    pub fn track(&mut self, in_flight: usize) {
+    /// `in_flight` operations are out now: once a burst drains, memory goes
+    /// back ([`give_back`]), and true tells the caller to shrink what grew.
+    pub fn track(&mut self, in_flight: usize) -> bool {
         if in_flight > self.0 {
             self.0 = in_flight;
-        } else if in_flight == 0 && self.0 >= BURST {
-            self.0 = 0;
-            give_back();
+            false
         } else if in_flight == 0 {
+            let burst = self.0 >= BURST;
             self.0 = 0;
+            if burst {
+                give_back();
+            }
+            burst
+        } else {
+            false
         }
     }
 }
@@ -69,13 +105,14 @@ mod tests {
     #[test]
     fn a_peak_resets_when_the_burst_drains() {
         let mut p = Peak::default();
-        p.track(10);
-        p.track(3);
+        assert!(!p.track(10));
+        assert!(!p.track(3));
         assert_eq!(p.0, 10);
-        p.track(0);
+        assert!(!p.track(0), "not a burst");
         assert_eq!(p.0, 0);
-        p.track(BURST + 1);
-        p.track(0);
+        assert!(!p.track(BURST + 1));
+        assert!(!p.track(5));
+        assert!(p.track(0), "a burst drained");
         assert_eq!(p.0, 0);
     }
 }

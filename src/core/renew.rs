@@ -88,7 +88,7 @@ impl Inner {
                     true
                 }
                 None => {
-                    self.watchdog.done(s.id, false, started);
+                    self.watchdog.done(s, false, started);
                     false
                 }
             })
@@ -128,7 +128,7 @@ impl Inner {
                 // A manual extend replaced the lease while this renewal was in flight.
                 true
             };
-            self.watchdog.done(state.id, renewed, started);
+            self.watchdog.done(state, renewed, started);
             renewed
         };
         let mut renewed_count = 0;
@@ -372,6 +372,6 @@ pub(crate) fn extended(
         .min(ttl / 3)
         .max(Duration::from_millis(1));
     state.set_ttl(ttl, every);
-    inner.watchdog.reschedule(state.id);
+    inner.watchdog.reschedule(state);
     Ok(())
 }

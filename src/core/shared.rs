@@ -286,7 +286,7 @@ impl Inner {
         if !ended {
             return false;
         }
-        self.watchdog.unwatch(state.id);
+        self.watchdog.unwatch(state);
         self.stats.held.fetch_sub(1, Ordering::Relaxed);
         true
     }
@@ -453,7 +453,7 @@ impl Inner {
         if !state.end_lost(why.clone()) {
             return;
         }
-        self.watchdog.unwatch(state.id);
+        self.watchdog.unwatch(state);
         self.stats.lost.fetch_add(1, Ordering::Relaxed);
         self.stats.held.fetch_sub(1, Ordering::Relaxed);
         self.emit(Event::Lost {

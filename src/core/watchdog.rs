@@ -3,7 +3,7 @@
 //! together, as one batch; a lock whose local deadline passes without a
 //! successful renewal is handed back as expired.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::lock_state::{LockState, Status};
 use crate::core::sync;
-use crate::core::time::{later, to_us};
+use crate::core::time::{from_us, later, to_us};
 
 /// What the scheduler drives: it owns the watchdog and acts on its verdicts.
 pub trait Renewer: Send + Sync + 'static {
@@ -25,19 +25,24 @@ pub trait Renewer: Send + Sync + 'static {
     fn renew(self: Arc<Self>, batch: Vec<Arc<LockState>>) -> impl Future<Output = ()> + Send;
 }
 
-struct Entry {
+/// A watched lock's place in the schedule: when it is due (µs, see
+/// [`to_us`]) and its id.
+type Place = (u64, u64);
+
+/// A watched lock, kept in the schedule at its place.
+struct Slot {
     state: Arc<LockState>,
-    next_renew: Instant,
+    /// Its next renewal (µs).
+    next_renew: u64,
+    /// A renewal of it is out.
     in_flight: bool,
-    /// Its place in [`Schedule::queue`].
-    key: (Instant, u64),
 }
 
-impl Entry {
+impl Slot {
     /// When the scheduler must look at it next: its renewal, or its
     /// deadline (while a renewal is out, or when it is not renewed).
-    fn due(&self, now: Instant) -> Instant {
-        let deadline = self.state.deadline();
+    fn due(&self, now: Instant) -> u64 {
+        let deadline = to_us(self.state.deadline());
         if self.in_flight || !self.state.renewable(now) {
             deadline
         } else {
@@ -46,28 +51,34 @@ impl Entry {
     }
 }
 
-/// The watched locks, and each one's next look in time order: a pass takes
-/// only what is due (a million held locks are not walked every pass).
+/// The watched locks in the order they are due, one map (a million held
+/// locks cost one B-tree entry each, and a pass takes only what is due).
+/// A lock's place is kept in its state ([`LockState::watch_place`]), so it
+/// is found without an index by id.
 #[derive(Default)]
 struct Schedule {
-    entries: HashMap<u64, Entry>,
-    queue: BTreeSet<(Instant, u64)>,
+    queue: BTreeMap<Place, Slot>,
 }
 
 impl Schedule {
-    /// (Re)places entry `id` in the queue by when it is due now.
-    fn requeue(&mut self, id: u64, now: Instant) {
-        if let Some(e) = self.entries.get_mut(&id) {
-            self.queue.remove(&e.key);
-            e.key = (e.due(now), id);
-            self.queue.insert(e.key);
-        }
+    fn insert(&mut self, slot: Slot, now: Instant) {
+        let place = (slot.due(now).min(u64::MAX - 1), slot.state.id);
+        slot.state.set_watch_place(place.0);
+        self.queue.insert(place, slot);
     }
 
-    fn remove(&mut self, id: u64) -> Option<Entry> {
-        let e = self.entries.remove(&id)?;
-        self.queue.remove(&e.key);
-        Some(e)
+    fn remove(&mut self, state: &LockState) -> Option<Slot> {
+        let at = state.watch_place()?;
+        state.clear_watch_place();
+        self.queue.remove(&(at, state.id))
+    }
+
+    /// (Re)places `state` in the queue by when it is due now, after `change`.
+    fn requeue(&mut self, state: &LockState, now: Instant, change: impl FnOnce(&mut Slot)) {
+        if let Some(mut slot) = self.remove(state) {
+            change(&mut slot);
+            self.insert(slot, now);
+        }
     }
 }
 
@@ -122,20 +133,16 @@ impl Watchdog {
             Some(at) => at.min(later(now, every)),
             None => later(now, every),
         };
-        let id = state.id;
-        let mut entry = Entry {
+        let slot = Slot {
             state,
-            next_renew,
+            next_renew: to_us(next_renew),
             in_flight: false,
-            key: (now, id),
         };
-        entry.key = (entry.due(now), id);
-        let due = to_us(entry.key.0);
+        let due = slot.due(now);
         {
             let mut schedule = sync::lock(&self.schedule);
-            schedule.remove(id);
-            schedule.queue.insert(entry.key);
-            schedule.entries.insert(id, entry);
+            schedule.remove(&slot.state);
+            schedule.insert(slot, now);
         }
         // Waking the scheduler for every acquire would cost a task switch each;
         // only an entry due before its planned wake-up needs it.
@@ -145,27 +152,29 @@ impl Watchdog {
         }
     }
 
-    pub fn unwatch(&self, id: u64) {
-        sync::lock(&self.schedule).remove(id);
+    pub fn unwatch(&self, state: &LockState) {
+        sync::lock(&self.schedule).remove(state);
     }
 
     /// After a manual extend: the next renewal is one interval from now.
-    pub fn reschedule(&self, id: u64) {
+    pub fn reschedule(&self, state: &LockState) {
         let now = Instant::now();
-        let mut schedule = sync::lock(&self.schedule);
-        if let Some(e) = schedule.entries.get_mut(&id) {
-            e.next_renew = later(now, e.state.renew_every());
-        }
-        schedule.requeue(id, now);
-        drop(schedule);
+        sync::lock(&self.schedule).requeue(state, now, |slot| {
+            slot.next_renew = to_us(later(now, slot.state.renew_every()));
+        });
         self.wake.notify_one();
     }
 
     /// Every lock still watched (for close).
     pub fn drain(&self) -> Vec<Arc<LockState>> {
-        let mut schedule = sync::lock(&self.schedule);
-        schedule.queue.clear();
-        schedule.entries.drain().map(|(_, e)| e.state).collect()
+        let queue = std::mem::take(&mut sync::lock(&self.schedule).queue);
+        queue
+            .into_values()
+            .map(|slot| {
+                slot.state.clear_watch_place();
+                slot.state
+            })
+            .collect()
     }
 
     /// One pass: returns the locks to renew now, those past their deadline, and
@@ -175,47 +184,43 @@ impl Watchdog {
         let mut expired = Vec::new();
         let mut batch = Vec::new();
         let mut schedule = sync::lock(&self.schedule);
-        let schedule = &mut *schedule;
         // Renewing a little early is harmless and keeps renewals in few,
         // large batches: once one lock is due, those due within a quarter of
         // their interval go with it.
-        let mut horizon = now;
+        let mut horizon = to_us(now);
         let mut look_again = Vec::new();
-        while let Some(&(at, id)) = schedule.queue.first() {
-            if at > horizon {
+        while let Some(entry) = schedule.queue.first_entry() {
+            if entry.key().0 > horizon {
                 break;
             }
-            schedule.queue.pop_first();
-            let Some(e) = schedule.entries.get_mut(&id) else {
-                continue;
-            };
-            if e.state.status() != Status::Held {
-                schedule.entries.remove(&id);
+            let mut slot = entry.remove();
+            slot.state.clear_watch_place();
+            if slot.state.status() != Status::Held {
                 continue;
             }
-            if now >= e.state.deadline() {
-                if let Some(e) = schedule.entries.remove(&id) {
-                    expired.push(e.state);
-                }
+            if now >= slot.state.deadline() {
+                expired.push(slot.state);
                 continue;
             }
-            let ride = e.state.renew_every() / 4;
-            if !e.in_flight && e.state.renewable(now) && e.next_renew <= later(now, ride) {
-                horizon = horizon.max(later(now, ride));
-                e.in_flight = true;
-                batch.push(e.state.clone());
+            let ride = later(now, slot.state.renew_every() / 4);
+            if !slot.in_flight && slot.state.renewable(now) && slot.next_renew <= to_us(ride) {
+                horizon = horizon.max(to_us(ride));
+                slot.in_flight = true;
+                batch.push(slot.state.clone());
             }
             // Not due after all (its deadline moved, or it rides along later):
             // back in line by when it is due now.
-            look_again.push(id);
+            look_again.push(slot);
         }
-        for id in look_again {
-            schedule.requeue(id, now);
+        for slot in look_again {
+            schedule.insert(slot, now);
         }
         let next_wake = schedule
             .queue
-            .first()
-            .map_or(now + Duration::from_secs(3600), |&(at, _)| at.max(now));
+            .first_key_value()
+            .map_or(now + Duration::from_secs(3600), |(&(at, _), _)| {
+                from_us(at).max(now)
+            });
         // The loop sleeps until `next_wake` (a batch in flight nudges it when done).
         self.planned_us.store(to_us(next_wake), Ordering::Release);
         (batch, expired, next_wake)
@@ -223,19 +228,17 @@ impl Watchdog {
 
     /// Records a batch's outcome for one lock: the next renewal is a full
     /// interval after the batch was sent if it worked, soon if it did not.
-    pub fn done(&self, id: u64, renewed: bool, sent_at: Instant) {
+    pub fn done(&self, state: &LockState, renewed: bool, sent_at: Instant) {
         let now = Instant::now();
-        let mut schedule = sync::lock(&self.schedule);
-        if let Some(e) = schedule.entries.get_mut(&id) {
-            e.in_flight = false;
-            let every = e.state.renew_every();
-            e.next_renew = if renewed {
+        sync::lock(&self.schedule).requeue(state, now, |slot| {
+            slot.in_flight = false;
+            let every = slot.state.renew_every();
+            slot.next_renew = to_us(if renewed {
                 later(sent_at, every)
             } else {
                 now + quick_retry(every)
-            };
-        }
-        schedule.requeue(id, now);
+            });
+        });
     }
 
     pub fn nudge(&self) {
@@ -314,7 +317,7 @@ mod tests {
         let sent = now + Duration::from_millis(1010);
         for s in &batch {
             s.set_deadline(sent + Duration::from_secs(3));
-            w.done(s.id, true, sent);
+            w.done(s, true, sent);
         }
         let (none, _, next) = w.scan(now + Duration::from_millis(1600));
         assert!(none.is_empty());
@@ -351,14 +354,14 @@ mod tests {
         );
         w.watch(a.clone());
         w.watch(b.clone());
-        w.unwatch(1);
+        w.unwatch(&a);
         let now = Instant::now();
         let (batch, _, _) = w.scan(now + Duration::from_millis(1100));
         assert_eq!(batch.iter().map(|s| s.id).collect::<Vec<_>>(), [2]);
-        w.done(2, true, now + Duration::from_millis(1100));
+        w.done(&b, true, now + Duration::from_millis(1100));
         // A manual extend moves the next renewal to an interval from now
         // (earlier than the one the renewal set).
-        w.reschedule(2);
+        w.reschedule(&b);
         let (batch, _, _) = w.scan(now + Duration::from_millis(500));
         assert!(batch.is_empty());
         let (batch, _, _) = w.scan(now + Duration::from_millis(1300));

@@ -402,10 +402,10 @@ impl Client {
             for node in &inner.nodes {
                 node.disconnect();
             }
-            // A client that held many locks leaves as much freed memory behind.
-            if held.len() >= crate::core::memory::BURST {
-                crate::core::memory::give_back();
-            }
+            // What the client's locks and queues took is free now: give it
+            // back (a client that held many locks, even if released before,
+            // leaves as much freed memory behind).
+            crate::core::memory::give_back();
         }
     }
 }

@@ -46,7 +46,16 @@ impl Request {
 /// A Redlock operation resolves at quorum: the nodes still out read
 /// [`NodeAnswer::Pending`] until they answer in the background.
 #[derive(Clone, Default)]
-pub struct Answers(Arc<Mutex<(u64, Vec<NodeAnswer>)>>);
+pub struct Answers(Arc<Mutex<Record>>);
+
+/// One operation's answers as a lock keeps them: "every node said ok" (the
+/// answer of nearly every lock held) takes no list of its own.
+#[derive(Default)]
+struct Record {
+    op: u64,
+    all_ok: usize,
+    list: Vec<NodeAnswer>,
+}
 
 impl Answers {
     /// The answers of an operation that heard from every node.
@@ -59,23 +68,35 @@ impl Answers {
     /// Records a new operation's answers so far; returns its number.
     pub fn start(&self, answers: Vec<NodeAnswer>) -> u64 {
         let mut g = sync::lock(&self.0);
-        g.0 += 1;
-        g.1 = answers;
-        g.0
+        g.op += 1;
+        if answers.iter().all(|a| *a == NodeAnswer::Ok) {
+            g.all_ok = answers.len();
+            g.list = Vec::new();
+        } else {
+            g.all_ok = 0;
+            g.list = answers;
+        }
+        g.op
     }
 
     /// A late answer of node `i` to operation `op`; ignored once a later operation started.
     pub fn late(&self, op: u64, i: usize, answer: NodeAnswer) {
         let mut g = sync::lock(&self.0);
-        if g.0 == op {
-            if let Some(slot) = g.1.get_mut(i) {
-                *slot = answer;
+        if g.op == op && i < g.all_ok.max(g.list.len()) {
+            if g.all_ok > 0 {
+                g.list = vec![NodeAnswer::Ok; std::mem::take(&mut g.all_ok)];
             }
+            g.list[i] = answer;
         }
     }
 
     pub fn get(&self) -> Vec<NodeAnswer> {
-        sync::lock(&self.0).1.clone()
+        let g = sync::lock(&self.0);
+        if g.all_ok > 0 {
+            vec![NodeAnswer::Ok; g.all_ok]
+        } else {
+            g.list.clone()
+        }
     }
 
     /// Records a new operation's answers so far, and where the answers of
@@ -123,5 +144,11 @@ mod tests {
         a.late(second, 1, NodeAnswer::NotHeld);
         a.late(second, 9, NodeAnswer::Ok);
         assert_eq!(a.get()[1].kind(), "not-held");
+        // Every node said ok (kept without a list), then one answered late.
+        let third = a.start(vec![NodeAnswer::Ok, NodeAnswer::Ok]);
+        assert_eq!(a.get(), [NodeAnswer::Ok, NodeAnswer::Ok]);
+        a.late(third, 1, NodeAnswer::NotHeld);
+        a.late(third, 2, NodeAnswer::NotHeld);
+        assert_eq!(a.get(), [NodeAnswer::Ok, NodeAnswer::NotHeld]);
     }
 }

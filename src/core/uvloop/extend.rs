@@ -24,7 +24,7 @@ pub struct FastExtend {
     op: ops::extend::Extend,
     late: Late,
     /// Holds off renewals of this lock until the outcome.
-    lease: Option<tokio::sync::OwnedMutexGuard<()>>,
+    lease: Option<crate::core::lock_state::LeaseGuard>,
 }
 
 /// Starts extending `lock` to `ttl` at `now`; `None` sends it the tokio way,

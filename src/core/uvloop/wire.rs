@@ -15,6 +15,7 @@ use bytes::BytesMut;
 use super::resp;
 use super::socket::Socket;
 use crate::core::error::NodeAnswer;
+use crate::core::memory::Peak;
 use crate::core::ops::{Answer, Reply};
 use crate::core::scripts::Call;
 use crate::core::time::later;
@@ -126,6 +127,9 @@ pub struct Wire {
     /// again as EVALSHA (it now runs after that EVAL): one script body per
     /// flush, however many calls were in flight.
     reloaded: Vec<(&'static str, u64)>,
+    /// The most replies owed at once since the connection was last idle:
+    /// once a burst drains, its queues shrink and the memory goes back.
+    peak: Peak,
 }
 
 impl Wire {
@@ -143,6 +147,7 @@ impl Wire {
             progress: Instant::now(),
             last_read: Instant::now(),
             reloaded: Vec::new(),
+            peak: Peak::default(),
         }
     }
 
@@ -271,6 +276,7 @@ impl Wire {
             seq,
             bound: deadline.saturating_duration_since(Instant::now()),
         });
+        self.peak.track(self.pending.len());
         if self.out.len() >= EARLY_WRITE {
             self.write_out(done);
         }
@@ -402,6 +408,12 @@ impl Wire {
         }
         if read_any {
             self.last_read = Instant::now();
+            if self.peak.track(self.pending.len()) {
+                // A burst drained: what its queues grew to goes back.
+                self.pending.shrink_to_fit();
+                self.out.shrink_to_fit();
+                self.inb = BytesMut::with_capacity(4096);
+            }
         }
         if let Some(why) = closed {
             self.fail(cut(&why), done);
