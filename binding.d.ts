@@ -332,7 +332,9 @@ export interface LockClientOptions {
   connectTimeout?: number
   /**
    * How long to wait for a reply to a command, in ms, from when the command
-   * is written to the connection. The default value is 1000.
+   * is written to the connection (on the runtime path: from the
+   * connection's last reply while replies keep coming; a Cluster's
+   * commands from their send). The default value is 1000.
    */
   commandTimeout?: number
   /**

@@ -39,7 +39,9 @@ pub struct LockClientOptions {
     /// How long to wait for a connection to a node, in ms. The default value is 2000.
     pub connect_timeout: Option<f64>,
     /// How long to wait for a reply to a command, in ms, from when the command
-    /// is written to the connection. The default value is 1000.
+    /// is written to the connection (on the runtime path: from the
+    /// connection's last reply while replies keep coming; a Cluster's
+    /// commands from their send). The default value is 1000.
     pub command_timeout: Option<f64>,
     /// How long one node may take to answer an acquire or renewal, in ms. The
     /// default value is `commandTimeout` for one node, and 5% of the TTL with

@@ -60,10 +60,10 @@ async fn acked_connection(node: &Node) -> Result<Held<'_>, NodeAnswer> {
                 client.get_connection_manager_with_config(config.clone()),
             )
             .await
-            .map(|r| r.map(Connection::Single)),
+            .map(|r| r.map(Connection::single)),
             Target::Sentinel(s) => tokio::time::timeout(node.connect_timeout, s.open())
                 .await
-                .map(|r| r.map(Connection::Sentinel)),
+                .map(|r| r.map(Connection::sentinel)),
             Target::Cluster(_) => return Err(NodeAnswer::Timeout),
         };
         match opened {
@@ -132,8 +132,12 @@ async fn wait_replicas(
 ) -> Option<u32> {
     let mut cmd = redis::cmd("WAIT");
     cmd.arg(replicas).arg(wait.as_millis().max(1) as u64);
-    bounded(wait + timeout, cmd.query_async::<i64>(con))
-        .await
-        .ok()
-        .map(|n| u32::try_from(n).unwrap_or(0))
+    bounded(
+        con.pace().as_ref(),
+        wait + timeout,
+        cmd.query_async::<i64>(con),
+    )
+    .await
+    .ok()
+    .map(|n| u32::try_from(n).unwrap_or(0))
 }

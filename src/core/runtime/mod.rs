@@ -32,6 +32,7 @@ use redis::{Client, Cmd, Pipeline, RedisFuture, Value};
 use crate::core::config::{ClientConfig, NodeSpec, SentinelConfig};
 use crate::core::error::{Fault, NodeAnswer};
 use crate::core::sync;
+use reply::Pace;
 
 pub use crate::core::ops::permits::SlotReply;
 pub use crate::core::ops::renew::Renewal;
@@ -52,17 +53,36 @@ enum Target {
 /// MOVED/ASK redirections and refreshes its slot map after a failover).
 #[derive(Clone)]
 pub enum Connection {
-    Single(ConnectionManager),
+    Single(ConnectionManager, Pace),
     Cluster(ClusterConnection),
-    Sentinel(MasterConnection),
+    Sentinel(MasterConnection, Pace),
+}
+
+impl Connection {
+    fn single(c: ConnectionManager) -> Connection {
+        Connection::Single(c, Pace::default())
+    }
+
+    fn sentinel(c: MasterConnection) -> Connection {
+        Connection::Sentinel(c, Pace::default())
+    }
+
+    /// What bounds this connection's commands (see [`reply::within`]); none
+    /// for a cluster, whose commands go to several sockets.
+    pub(super) fn pace(&self) -> Option<Pace> {
+        match self {
+            Connection::Single(_, pace) | Connection::Sentinel(_, pace) => Some(pace.clone()),
+            Connection::Cluster(_) => None,
+        }
+    }
 }
 
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Connection::Single(c) => c.req_packed_command(cmd),
+            Connection::Single(c, _) => c.req_packed_command(cmd),
             Connection::Cluster(c) => c.req_packed_command(cmd),
-            Connection::Sentinel(c) => c.req_packed_command(cmd),
+            Connection::Sentinel(c, _) => c.req_packed_command(cmd),
         }
     }
 
@@ -73,17 +93,17 @@ impl ConnectionLike for Connection {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
-            Connection::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Connection::Single(c, _) => c.req_packed_commands(cmd, offset, count),
             Connection::Cluster(c) => c.req_packed_commands(cmd, offset, count),
-            Connection::Sentinel(c) => c.req_packed_commands(cmd, offset, count),
+            Connection::Sentinel(c, _) => c.req_packed_commands(cmd, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
-            Connection::Single(c) => c.get_db(),
+            Connection::Single(c, _) => c.get_db(),
             Connection::Cluster(c) => c.get_db(),
-            Connection::Sentinel(c) => c.get_db(),
+            Connection::Sentinel(c, _) => c.get_db(),
         }
     }
 }
@@ -188,7 +208,7 @@ impl Node {
     /// Sentinel no longer names (it is then resolved anew).
     fn is_stale(&self, con: &Connection) -> bool {
         match (&self.target, con) {
-            (Target::Sentinel(s), Connection::Sentinel(c)) => s.is_stale(c),
+            (Target::Sentinel(s), Connection::Sentinel(c, _)) => s.is_stale(c),
             _ => false,
         }
     }
@@ -283,13 +303,13 @@ async fn open(target: Target, timeout: Duration) -> Result<Connection, NodeAnswe
         Target::Single(client, config) => Box::pin(async move {
             ConnectionManager::new_with_config(client.clone(), config.clone())
                 .await
-                .map(Connection::Single)
+                .map(Connection::single)
         }),
         Target::Cluster(client) => {
             Box::pin(async move { client.get_async_connection().await.map(Connection::Cluster) })
         }
         Target::Sentinel(s) => {
-            let opening = async move { s.open().await.map(Connection::Sentinel) };
+            let opening = async move { s.open().await.map(Connection::sentinel) };
             return match tokio::time::timeout(timeout, opening).await {
                 Ok(Ok(con)) => Ok(con),
                 Ok(Err(e)) => Err(NodeAnswer::Unreachable(Fault::caused_by(

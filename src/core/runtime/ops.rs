@@ -21,7 +21,7 @@ use redis::aio::ConnectionLike;
 use redis::FromRedisValue;
 
 use super::notices::NoticeSink;
-use super::reply::{answer_of, bounded, is_noscript, recovering};
+use super::reply::{answer_of, bounded, is_noscript, recovering, within};
 use super::{acked, notices, permits, renewals, Connection, Node};
 use crate::core::broken;
 use crate::core::error::NodeAnswer;
@@ -47,7 +47,13 @@ impl Node {
             Err(answer) => return answer,
         };
         if let Some(del) = broken::release_cmd(keys) {
-            return match bounded(timeout, del.query_async::<i64>(&mut con)).await {
+            return match bounded(
+                con.pace().as_ref(),
+                timeout,
+                del.query_async::<i64>(&mut con),
+            )
+            .await
+            {
                 Ok(_) => NodeAnswer::Ok,
                 Err(answer) => answer,
             };
@@ -71,6 +77,7 @@ impl Node {
             Err(answer) => return answer,
         };
         match bounded(
+            None,
             timeout,
             redis::cmd("PING").query_async::<redis::Value>(&mut con),
         )
@@ -90,7 +97,7 @@ impl Node {
         };
         let mut cmd = redis::cmd("TYPE");
         cmd.arg(&line_keys(key)[0]);
-        matches!(bounded(timeout, cmd.query_async::<String>(&mut con)).await, Ok(t) if t == "list")
+        matches!(bounded(con.pace().as_ref(), timeout, cmd.query_async::<String>(&mut con)).await, Ok(t) if t == "list")
     }
 
     /// Reads a lock key without changing it: its value, its PTTL and its fence counter.
@@ -103,7 +110,7 @@ impl Node {
         let mut con = self.connection_within(timeout).await?;
         let mut pipe = redis::pipe();
         pipe.get(key).pttl(key).get(fence_key);
-        bounded(timeout, pipe.query_async(&mut con)).await
+        bounded(con.pace().as_ref(), timeout, pipe.query_async(&mut con)).await
     }
 
     /// Deletes a key whoever holds it (operators only). `Ok` if it existed.
@@ -114,7 +121,13 @@ impl Node {
         };
         let mut del = redis::cmd("DEL");
         del.arg(key);
-        match bounded(timeout, del.query_async::<i64>(&mut con)).await {
+        match bounded(
+            con.pace().as_ref(),
+            timeout,
+            del.query_async::<i64>(&mut con),
+        )
+        .await
+        {
             Ok(1) => NodeAnswer::Ok,
             Ok(_) => NodeAnswer::NotHeld,
             Err(answer) => answer,
@@ -220,7 +233,9 @@ impl Node {
             |eval| {
                 let mut con = con.clone();
                 let cmd = call.cmd(eval);
-                async move { bounded(timeout, cmd.query_async::<T>(&mut con)).await }
+                async move {
+                    bounded(con.pace().as_ref(), timeout, cmd.query_async::<T>(&mut con)).await
+                }
             },
         )
         .await
@@ -268,9 +283,9 @@ pub(super) async fn query(
             let mut con = con.clone();
             let cmd = call.cmd(eval);
             async move {
-                match tokio::time::timeout(timeout, con.req_packed_command(&cmd)).await {
-                    Ok(result) => answer_of(result),
-                    Err(_) => Err(NodeAnswer::Timeout),
+                match within(con.pace().as_ref(), timeout, con.req_packed_command(&cmd)).await {
+                    Some(result) => answer_of(result),
+                    None => Err(NodeAnswer::Timeout),
                 }
             }
         },

@@ -93,6 +93,7 @@ async fn renew_pipeline(
     }
     let mut con = con.clone();
     match bounded(
+        con.pace().as_ref(),
         timeout,
         pipe.query_async::<Vec<redis::RedisResult<redis::Value>>>(&mut con),
     )

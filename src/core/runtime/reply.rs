@@ -3,11 +3,15 @@
 //! timeout, and the one NOSCRIPT recovery of this transport.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use redis::{RedisError, RedisResult, Value};
 
 use crate::core::error::{Fault, NodeAnswer};
 use crate::core::ops::{Answer, Reply};
+use crate::core::time::{from_us, later, to_us};
 
 /// A redis-rs result as an operation reads it: error replies are replies
 /// (their redis error kept as the cause), the rest of the errors faults.
@@ -73,15 +77,51 @@ pub async fn recovering<T, Fut: Future<Output = T>>(
     send(true).await
 }
 
-/// Runs one call under a timeout, turning every failure into a [`NodeAnswer`].
+/// Runs one call under a timeout (see [`within`]), turning every failure
+/// into a [`NodeAnswer`].
 pub async fn bounded<T>(
-    timeout: std::time::Duration,
+    pace: Option<&Pace>,
+    timeout: Duration,
     call: impl Future<Output = RedisResult<T>>,
 ) -> Result<T, NodeAnswer> {
-    match tokio::time::timeout(timeout, call).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(fault(e)),
-        Err(_) => Err(NodeAnswer::Timeout),
+    match within(pace, timeout, call).await {
+        Some(out) => out.map_err(fault),
+        None => Err(NodeAnswer::Timeout),
+    }
+}
+
+/// When one connection (a socket whose replies come in order) last
+/// answered anything, as µs (see [`to_us`]).
+#[derive(Clone, Default)]
+pub struct Pace(Arc<AtomicU64>);
+
+/// `call` under `timeout` (`None`: timed out). Sent on a connection with a
+/// [`Pace`], the bound runs from that connection's last reply: replies
+/// come in order, so while the replies of the commands ahead of it keep
+/// coming, it waits behind them (a burst of the client's own, or a runtime
+/// busy with one, is not a server failure), and a connection quiet for
+/// `timeout` times it out. Without one (a cluster's commands go to several
+/// sockets) it has `timeout` from now.
+pub async fn within<F: Future>(
+    pace: Option<&Pace>,
+    timeout: Duration,
+    call: F,
+) -> Option<F::Output> {
+    let Some(pace) = pace else {
+        return tokio::time::timeout(timeout, call).await.ok();
+    };
+    tokio::pin!(call);
+    let mut deadline = later(Instant::now(), timeout);
+    loop {
+        if let Ok(out) = tokio::time::timeout_at(deadline.into(), &mut call).await {
+            pace.0.fetch_max(to_us(Instant::now()), Ordering::Relaxed);
+            return Some(out);
+        }
+        let behind = later(from_us(pace.0.load(Ordering::Relaxed)), timeout);
+        if behind <= deadline {
+            return None;
+        }
+        deadline = behind;
     }
 }
 
@@ -98,5 +138,51 @@ pub fn fault(e: RedisError) -> NodeAnswer {
             None => e.to_string(),
         };
         NodeAnswer::ErrorReply(Fault::caused_by(text, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BOUND: Duration = Duration::from_millis(60);
+
+    #[tokio::test]
+    async fn a_command_behind_replies_that_keep_coming_waits_for_its_own() {
+        let pace = Pace::default();
+        // The replies ahead of it come every half bound, for four bounds.
+        let ahead = {
+            let pace = pace.clone();
+            async move {
+                for _ in 0..8 {
+                    tokio::time::sleep(BOUND / 2).await;
+                    within(Some(&pace), BOUND, async {}).await;
+                }
+            }
+        };
+        let ours = within(Some(&pace), BOUND, tokio::time::sleep(BOUND * 4));
+        let (out, ()) = tokio::join!(ours, ahead);
+        assert!(
+            out.is_some(),
+            "timed out although the connection kept answering"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_quiet_connection_times_its_command_out_within_its_bound() {
+        let pace = Pace::default();
+        within(Some(&pace), BOUND, async {}).await;
+        let started = Instant::now();
+        let out = within(Some(&pace), BOUND, std::future::pending::<()>()).await;
+        assert!(out.is_none());
+        let waited = started.elapsed();
+        assert!(
+            waited >= BOUND && waited < Duration::from_secs(1),
+            "{waited:?}"
+        );
+        // Without a pace the bound runs from the call.
+        assert!(within(None, BOUND, std::future::pending::<()>())
+            .await
+            .is_none());
     }
 }
