@@ -32,14 +32,14 @@ export declare class NativeClient {
    * `options` as an object, or packed in a `Float64Array` (see
    * `packedAcquireOptions`).
    */
-  acquire(keys: Array<string>, options?: AcquireOptions | Float64Array | undefined | null, cancel?: CancelHandle | undefined | null, kind?: AcquireKind | undefined | null): Promise<NativeLock>
+  acquire(keys: Array<string>, options?: AcquireOptions | Float64Array | undefined | null, cancel?: CancelHandle | undefined | null, kind?: AcquireKind | undefined | null): Promise<number>
   /**
    * Continues the lock on `keys` whose value is `token`: one token-checked
    * extend to `ttl` on every node (never creating a key), then the watchdog
    * renews it. Rejects with `ERR_LOCK_LOST` when the keys are gone or hold
    * another token. Arguments are checked synchronously.
    */
-  adopt(keys: Array<string>, token: string, options?: AcquireOptions | undefined | null): Promise<NativeLock>
+  adopt(keys: Array<string>, token: string, options?: AcquireOptions | undefined | null): Promise<number>
   /**
    * Resolves once the nodes that operations did not wait for (a quorum had
    * decided) have answered or timed out, and background cleanups ended.
@@ -97,101 +97,6 @@ export declare class NativeClient {
   releaseToken(keys: Array<string>, token: string): Promise<TokenRelease>
   /** Counts the permits of the semaphore `key` held by unexpired holders. */
   countPermits(key: string): Promise<SemaphoreCount>
-}
-
-/** A held lock as the native layer sees it; `lib/lock.js` wraps it in `Lock`. */
-export declare class NativeLock {
-  /**
-   * Identifies the lock in the client's `'lost'` events. A lock just
-   * taken or adopted carries it as an own property too (read without a
-   * call into the addon); this getter answers for the rest.
-   */
-  get id(): number
-  /** The lock's first key, as given (without the client's `keyPrefix`). */
-  get key(): string
-  /** Every key this lock holds, as given (without the client's `keyPrefix`). */
-  get keys(): Array<string>
-  /**
-   * The random value (UUID v4) stored under the key; it proves ownership on
-   * release and renewal.
-   */
-  get token(): string
-  /**
-   * Milliseconds of validity left by the local monotonic clock (ttl − elapsed −
-   * drift since the last successful renewal); 0 once released, lost or expired.
-   * Synchronous: no Redis call.
-   */
-  get remaining(): number
-  /** True while the lock is held and within its validity. */
-  get held(): boolean
-  /**
-   * Each node's answer to the lock's last acquisition, extension or release
-   * (`pending` for a node that had not answered yet; final once the
-   * client's `settled()` resolved).
-   */
-  get nodes(): Array<NodeReport>
-  /**
-   * `'held'`, `'released'`, `'lost'` (also once its validity ran out
-   * before the watchdog recorded the loss: its holder counts it as lost
-   * from that instant; and when a release found its key gone or another
-   * owner's) or `'handed-over'`.
-   */
-  get status(): string
-  /**
-   * True once the lock ended: released, handed over, or lost with the
-   * loss recorded (by the watchdog, or by a release that found it).
-   * False while held, also once its validity ran out unrecorded.
-   */
-  get ended(): boolean
-  /** The lease length in ms that renewals restore. */
-  get ttl(): number
-  /**
-   * The fencing token of this acquisition (client option `fencing`), or null:
-   * strictly larger for every later holder of the key, for as long as the node
-   * keeps its acknowledged writes. Send it with writes and let the resource
-   * refuse older ones.
-   */
-  get fence(): number | null
-  /**
-   * How many replicas acknowledged the last acquisition or manual extension
-   * (option `waitReplicas`), or null when not asked for or when `WAIT` failed.
-   */
-  get replicas(): number | null
-  /** How many attempts the acquisition took. */
-  get attempts(): number
-  /**
-   * Why the lock was lost (also once its validity ran out before the
-   * watchdog recorded it): a new `LockError` (`ERR_LOCK_LOST`) at each
-   * read, or null.
-   */
-  get loss(): Error | null
-  /**
-   * What ended the lock before its holder let go, once recorded: its loss
-   * (`ERR_LOCK_LOST`) or its client's close (`ERR_LOCK_CLOSED`); a new
-   * `LockError` at each read, or null (also while only the clock tells
-   * that its validity ran out: see `loss`).
-   */
-  get ending(): Error | null
-  /**
-   * Releases the lock (token-checked, on every node) after stopping its
-   * watchdog. Resolves true if it was ours and is now gone, false if it had
-   * already been released, lost or handed over, and the `LockError`
-   * (`ERR_LOCK_LOST`) of the loss it found when its key was gone or another
-   * owner's (the lock is recorded as lost; the caller reports it).
-   */
-  release(): Promise<boolean | Error>
-  /**
-   * Lets go of the lock without releasing it: the watchdog stops renewing,
-   * the keys keep their lease for another client to `adopt` with the token,
-   * and nothing this lock does later deletes them. Throws `ERR_LOCK_LOST`
-   * saying why when it was no longer held. Synchronous: no Redis call.
-   */
-  handOver(): HandOverInfo
-  /**
-   * Extends the lease to `ttl` ms from now with the same token; later renewals
-   * keep that lease. Never recreates a key that is gone.
-   */
-  extend(ttl: number): Promise<void>
 }
 
 /** What an acquisition takes. Without any field: a plain lock on every key. */
@@ -281,6 +186,19 @@ export declare const DEFAULT_URL: string
  */
 export declare function driftMs(ttl: number, driftFactor: number): number
 
+/**
+ * Extends the lease to `ttl` ms from now with the same token; later renewals
+ * keep that lease. Never recreates a key that is gone.
+ */
+export declare function extendLock(id: number, ttl: number): Promise<void>
+
+/**
+ * JS no longer holds the lock `id` (its `Lock` was collected, or the
+ * environment ends): its state goes, and a lock still held stops being
+ * renewed (its keys expire by TTL).
+ */
+export declare function forgetLock(id: number): void
+
 /** What a handed-over lock gives the client that continues it with `adopt`. */
 export interface HandOverInfo {
   /** The lock's first key, as given (without the client's `keyPrefix`). */
@@ -294,6 +212,17 @@ export interface HandOverInfo {
   /** The fencing token (client option `fencing`), or null. */
   fence?: number
 }
+
+/**
+ * Lets go of the lock without releasing it: the watchdog stops renewing,
+ * the keys keep their lease for another client to `adopt` with the token,
+ * and nothing this lock does later deletes them. Throws `ERR_LOCK_LOST`
+ * saying why when it was no longer held. Synchronous: no Redis call.
+ */
+export declare function handOverLock(id: number): HandOverInfo
+
+/** Attempts the acquisition took. */
+export declare function lockAttempts(id: number): number
 
 /** How a `LockClient` reaches Redis, and the defaults for its locks. */
 export interface LockClientOptions {
@@ -403,6 +332,21 @@ export interface LockClientOptions {
 }
 
 /**
+ * True once the lock ended: released, handed over, or lost with the
+ * loss recorded (by the watchdog, or by a release that found it).
+ * False while held, also once its validity ran out unrecorded.
+ */
+export declare function lockEnded(id: number): boolean
+
+/**
+ * What ended the lock before its holder let go, once recorded: its loss
+ * (`ERR_LOCK_LOST`) or its client's close (`ERR_LOCK_CLOSED`); a new
+ * `LockError` at each read, or null (also while only the clock tells
+ * that its validity ran out: see `lockLoss`).
+ */
+export declare function lockEnding(id: number): Error | null
+
+/**
  * The detail a native failure is constructed with on the JS thread:
  * `new errorClass(code, message, detail)` (see `setErrorClass`).
  */
@@ -420,6 +364,12 @@ export interface LockErrorInfo {
   nodes: Array<NodeReport>
 }
 
+/** The fencing token, or null (see `LockView.fence`). */
+export declare function lockFence(id: number): number | null
+
+/** Held and valid (see `LockView.held`). */
+export declare function lockHeld(id: number): boolean
+
 /** What `inspect(key)` found, without changing anything. */
 export interface LockInspection {
   /** True when a quorum of nodes holds the key with one value. */
@@ -431,6 +381,28 @@ export interface LockInspection {
   /** The key's fence counter (the last token handed out), or null. */
   fence?: number
 }
+
+/** The lock's first key (see `LockView.key`). */
+export declare function lockKey(id: number): string
+
+/** Every key of the lock (see `LockView.keys`). */
+export declare function lockKeys(id: number): Array<string>
+
+/**
+ * Why the lock was lost (also once its validity ran out before the
+ * watchdog recorded it): a new `LockError` (`ERR_LOCK_LOST`) at each
+ * read, or null.
+ */
+export declare function lockLoss(id: number): Error | null
+
+/** Each node's last answer (see `LockView.nodes`). */
+export declare function lockNodes(id: number): Array<NodeReport>
+
+/** Validity left in ms (see `LockView.remaining`). */
+export declare function lockRemaining(id: number): number
+
+/** Replicas that acknowledged, or null (see `LockView.replicas`). */
+export declare function lockReplicas(id: number): number | null
 
 /** Counters of a client since it was created. */
 export interface LockStats {
@@ -459,6 +431,66 @@ export interface LockStats {
    * or made while a connection owed 8,192 replies).
    */
   onTokio: number
+}
+
+/**
+ * `'held'`, `'released'`, `'lost'` (also once its validity ran out
+ * before the watchdog recorded the loss: its holder counts it as lost
+ * from that instant; and when a release found its key gone or another
+ * owner's) or `'handed-over'`.
+ */
+export declare function lockStatus(id: number): string
+
+/** The lock's token (see `LockView.token`). */
+export declare function lockToken(id: number): string
+
+/** The lease length in ms (see `LockView.ttl`). */
+export declare function lockTtl(id: number): number
+
+/** The lock `id` as JS reads it (see `LockView`). */
+export declare function lockView(id: number): LockView
+
+/** A lock as JS reads it, all at once (`Lock`'s getters are one call each). */
+export interface LockView {
+  /** The lock's first key, as given (without the client's `keyPrefix`). */
+  key: string
+  /** Every key this lock holds, as given (without the client's `keyPrefix`). */
+  keys: Array<string>
+  /**
+   * The random value (UUID v4) stored under the key; it proves ownership on
+   * release and renewal.
+   */
+  token: string
+  /**
+   * Milliseconds of validity left by the local monotonic clock (ttl − elapsed −
+   * drift since the last successful renewal); 0 once released, lost or expired.
+   * Synchronous: no Redis call.
+   */
+  remaining: number
+  /** True while the lock is held and within its validity. */
+  held: boolean
+  /** The lease length in ms that renewals restore. */
+  ttl: number
+  /** How many attempts the acquisition took. */
+  attempts: number
+  /**
+   * The fencing token of this acquisition (client option `fencing`), or null:
+   * strictly larger for every later holder of the key, for as long as the node
+   * keeps its acknowledged writes. Send it with writes and let the resource
+   * refuse older ones.
+   */
+  fence: number | null
+  /**
+   * How many replicas acknowledged the last acquisition or manual extension
+   * (option `waitReplicas`), or null when not asked for or when `WAIT` failed.
+   */
+  replicas: number | null
+  /**
+   * Each node's answer to the lock's last acquisition, extension or release
+   * (`pending` for a node that had not answered yet; final once the
+   * client's `settled()` resolved).
+   */
+  nodes: Array<NodeReport>
 }
 
 /** Longest lock key (and key prefix), in bytes of UTF-8. */
@@ -517,6 +549,15 @@ export declare function packedAcquireOptions(): Array<string>
 
 /** Nodes that must agree among `nodes` for an operation to succeed: floor(N/2) + 1. */
 export declare function quorumSize(nodes: number): number
+
+/**
+ * Releases the lock (token-checked, on every node) after stopping its
+ * watchdog. Resolves true if it was ours and is now gone, false if it had
+ * already been released, lost or handed over, and the `LockError`
+ * (`ERR_LOCK_LOST`) of the loss it found when its key was gone or another
+ * owner's (the lock is recorded as lost; the caller reports it).
+ */
+export declare function releaseLock(id: number): Promise<boolean | Error>
 
 /**
  * Permits held in a semaphore, as a quorum of nodes counts them: on one node

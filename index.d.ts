@@ -8,7 +8,7 @@ import type {
   LockClientOptions as NativeLockClientOptions,
   LockInspection,
   LockStats,
-  NativeLock,
+  LockView,
   NodeHealth,
   NodeRecovered,
   SemaphoreCount,
@@ -203,7 +203,7 @@ export declare class ReadWriteLock {
   withWriteLock<T>(fn: LockedFn<T>, options?: AcquireOptions): Promise<Awaited<T>>
 }
 
-export interface Lock extends Pick<NativeLock, 'key' | 'keys' | 'token' | 'remaining' | 'held' | 'ttl' | 'attempts' | 'fence' | 'replicas' | 'nodes'> {}
+export interface Lock extends Pick<LockView, 'key' | 'keys' | 'token' | 'remaining' | 'held' | 'ttl' | 'attempts' | 'fence' | 'replicas' | 'nodes'> {}
 
 /** A held lock, renewed by the native watchdog until released. */
 export declare class Lock implements AsyncDisposable {

@@ -96,7 +96,7 @@ describe('native failures are typed errors', () => {
       assert.equal(err.nodes[0].answer, 'held')
       assert.equal(withStack(err), err, 'withStack returns a typed error unchanged')
     } finally {
-      await holder.release()
+      await binding.releaseLock(holder)
     }
     await native.close()
     const closed = await failure(() => native.acquire(['native-errors:direct'], {}))
@@ -161,11 +161,21 @@ describe('native failures are typed errors', () => {
       assertPlainMessage(err)
 
       const lock = await native.acquire(['native-errors:args'], { ttl: 5000 })
-      err = thrown(() => lock.extend(0))
+      err = thrown(() => binding.extendLock(lock, 0))
       assert.ok(err instanceof RangeError, String(err))
       assert.equal(err.code, 'ERR_OUT_OF_RANGE')
       assertPlainMessage(err)
-      await lock.release()
+      // A lock is an id: one no lock of this thread has, or not an id at all, is a typed error.
+      for (const id of [lock + 1e6, 0, -1, 1.5, Number.NaN]) {
+        err = thrown(() => binding.lockKey(id))
+        assert.ok(err instanceof TypeError || err instanceof RangeError || err instanceof Error, String(err))
+        assert.equal(err.code, 'ERR_INVALID_ARG_VALUE', String(id))
+        assertPlainMessage(err)
+      }
+      assert.equal(await binding.releaseLock(lock), true)
+      // Once JS let go of it, its id names nothing.
+      binding.forgetLock(lock)
+      assert.equal(thrown(() => binding.lockStatus(lock)).code, 'ERR_INVALID_ARG_VALUE')
     } finally {
       await native.close()
     }
@@ -207,7 +217,7 @@ describe('native failures are typed errors', () => {
       const writer = await failure(() => native.acquire([`${key}:rw`], { retryCount: 0 }, null, { write: true }))
       assertLockError(writer, 'ERR_LOCK_TAKEN')
       const fair = await native.acquire([`${key}:fair`], { ttl: 5000 }, null, { fair: true })
-      for (const lock of [permits, reader, fair]) assert.equal(await lock.release(), true)
+      for (const lock of [permits, reader, fair]) assert.equal(await binding.releaseLock(lock), true)
     } finally {
       await native.close()
     }

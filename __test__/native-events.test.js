@@ -11,7 +11,9 @@ const assert = require('node:assert/strict')
 const diagnostics = require('node:diagnostics_channel')
 const { execFileSync } = require('node:child_process')
 const { LockClient, LockError } = require('..')
-const { NativeClient } = require('../binding.js')
+const binding = require('../binding.js')
+
+const { NativeClient } = binding
 const { serverAndClient, startRedis, waitFor, aborted, ROOT } = require('./helpers')
 
 let server
@@ -86,9 +88,9 @@ test('a lease that ran out: lossError is the LockError of the native lock, built
     assert.equal(await lock.release(), false)
 
     const held = await native.acquire(['native-events:read'], { ttl: 200, autoRenew: false })
-    assert.equal(held.loss, null)
-    await waitFor(() => !held.held, { what: 'the lease to run out' })
-    const read = held.loss
+    assert.equal(binding.lockLoss(held), null)
+    await waitFor(() => !binding.lockHeld(held), { what: 'the lease to run out' })
+    const read = binding.lockLoss(held)
     assert.ok(read instanceof LockError, String(read))
     assert.equal(read.code, 'ERR_LOCK_LOST')
     assert.equal(read.key, 'native-events:read')
@@ -144,7 +146,8 @@ test("a node that stops answering: 'error' with ERR_LOCK_CONNECTION", async () =
 test('without a registered error class, the binding hands over plain Errors with the same code and detail', () => {
   // Only binding.js is loaded: lib/errors.js, which registers LockError, never runs.
   const script = `
-    const { NativeClient } = require('./binding.js')
+    const binding = require('./binding.js')
+    const { NativeClient } = binding
     const seen = []
     const describe = (e) => ({ error: e instanceof Error, name: e.name, code: e.code, message: e.message, key: e.key, nodes: e.nodes, attempts: e.attempts })
     const native = new NativeClient({ url: process.argv[1] }, (kind, id, detail) => { if (kind === 'lost') seen.push(describe(detail)) })
@@ -152,7 +155,7 @@ test('without a registered error class, the binding hands over plain Errors with
       const lock = await native.acquire(['native-events:plain'], { ttl: 300 })
       const removed = await native.forceRelease('native-events:plain')
       while (seen.length === 0) await new Promise((r) => setTimeout(r, 20))
-      const loss = describe(lock.loss)
+      const loss = describe(binding.lockLoss(lock))
       await native.close()
       console.log(JSON.stringify({ removed, event: seen[0], loss }))
     })().catch((e) => { console.error(e); process.exit(1) })

@@ -43,10 +43,10 @@ function buildCounting() {
   return file
 }
 
-/** Counts every call of the binding classes' methods and accessors (JS → native). */
+/** Counts every call of the binding classes' methods and accessors and of its functions (JS → native). */
 function countCalls(binding) {
   const counter = { calls: 0, byName: new Map() }
-  for (const cls of ['NativeClient', 'NativeLock', 'CancelHandle']) {
+  for (const cls of ['NativeClient', 'CancelHandle']) {
     const proto = binding[cls] && binding[cls].prototype
     if (!proto) continue
     for (const name of Object.getOwnPropertyNames(proto)) {
@@ -80,6 +80,16 @@ function countCalls(binding) {
         }
       }
       Object.defineProperty(proto, name, d)
+    }
+  }
+  // The lock's functions (a lock is an id; lib/lock.js calls these on the module).
+  for (const name of Object.keys(binding)) {
+    const f = binding[name]
+    if (typeof f !== 'function' || /^[A-Z]/.test(name) || name === 'benchCounts') continue
+    binding[name] = function (...args) {
+      counter.calls++
+      counter.byName.set(name, (counter.byName.get(name) || 0) + 1)
+      return f.apply(this, args)
     }
   }
   return counter

@@ -4,7 +4,7 @@
 // JS side of its locks: loss events routed to their Lock, withLock, close().
 
 const { EventEmitter } = require('node:events')
-const { NativeClient, CancelHandle, MAX_MS } = require('../binding.js')
+const { NativeClient, CancelHandle, MAX_MS, lockEnding, lockView, forgetLock } = require('../binding.js')
 const { LockError, withStack, invalidType, invalidValue, outOfRange } = require('./errors')
 const { keyList, assertFunction, pick, packOptions, tlsOption, sentinelOption, ACQUIRE_LOCK, ADOPT, CLIENT_JS } = require('./validate')
 const { Lock, runHolding } = require('./lock')
@@ -221,7 +221,7 @@ class LockClient extends EventEmitter {
       throw err
     }
     return pending.then(
-      (native) => this.#hold(native, onLost, false),
+      (id) => this.#hold(id, onLost, false),
       (e) => {
         throw withStack(e)
       },
@@ -315,9 +315,9 @@ class LockClient extends EventEmitter {
       throw err
     }
     return pending.then(
-      (native) => {
+      (id) => {
         if (unlink) unlink()
-        return this.#hold(native, onLost, true)
+        return this.#hold(id, onLost, true)
       },
       (e) => {
         if (unlink) unlink()
@@ -328,16 +328,19 @@ class LockClient extends EventEmitter {
     )
   }
 
-  /** The Lock of a native lock just taken (`acquired`) or adopted, watched for loss events. */
-  #hold(native, onLost, acquired) {
+  /** The Lock of the native lock `id` just taken (`acquired`) or adopted, watched for loss events. */
+  #hold(id, onLost, acquired) {
     // Taken just before close() ended the client's locks: nobody may work under it (read only once close() ran).
-    const ending = this.#closing && native.ending
-    if (ending?.code === 'ERR_LOCK_CLOSED') return Promise.reject(withStack(ending))
-    const id = native.id
-    const lock = new Lock(native, onLost, this, id)
+    const ending = this.#closing && lockEnding(id)
+    if (ending?.code === 'ERR_LOCK_CLOSED') {
+      forgetLock(id)
+      return Promise.reject(withStack(ending))
+    }
+    const lock = new Lock(id, onLost, this)
     this.#live.add(id, lock)
     if (acquired && channels.acquire.hasSubscribers) {
-      channels.acquire.publish({ key: lock.key, keys: lock.keys, token: lock.token, attempts: lock.attempts, fence: lock.fence })
+      const { key, keys, token, attempts, fence } = lockView(id)
+      channels.acquire.publish({ key, keys, token, attempts, fence })
     }
     this.#traceRenewals()
     return lock

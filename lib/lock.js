@@ -1,16 +1,22 @@
 'use strict'
 
-// The JS `Lock`: a view of the native lock. Key, token, validity, status and
-// what ended it (a loss found by a renewal or by a release, or its client's
-// close) are the native lock's; this object adds what only JS can hold: the
-// AbortSignal and the `onLost` callback, told once.
+// The JS `Lock`: a view of the native lock, which JS knows by its id. Key,
+// token, validity, status and what ended it (a loss found by a renewal or by
+// a release, or its client's close) are the native lock's; this object adds
+// what only JS can hold: the AbortSignal and the `onLost` callback, told once.
+// The native lock lives until this object is collected (`forgetting`).
 
+const native = require('../binding.js')
 const { LockError, withStack, invalidType } = require('./errors')
 const { kLock, kReport, kForget, kEnd, kEnded, kLost, channels, rethrowLater } = require('./internal')
 
+/** Lets the native lock go once its `Lock` is collected (a lock still held then expires by TTL). */
+const forgetting = new FinalizationRegistry((id) => native.forgetLock(id))
+
 /** A held lock. Created by `LockClient#acquire`; renewed natively until released. */
 class Lock {
-  #native
+  /** The native lock's id (the client's loss events name it). */
+  #id
   #controller = null
   #onLost
   /** What ended the lock before its holder let go (loss or close), as told: one object for every reader. */
@@ -18,35 +24,33 @@ class Lock {
   /** The client: a lock that can still be reached keeps its client (and so its loss events) alive. */
   #client
   #delivered = false
-  /** The native lock's id (read once: the client's loss events name it). */
-  #id
 
-  constructor(native, onLost, client, id) {
-    this.#native = native
+  constructor(id, onLost, client) {
+    this.#id = id
     this.#onLost = onLost
     this.#client = client
-    this.#id = id
+    forgetting.register(this, id)
   }
 
   /** The lock's first key (without the client's keyPrefix). */
   get key() {
-    return this.#native.key
+    return native.lockKey(this.#id)
   }
   /** Every key this lock holds. */
   get keys() {
-    return this.#native.keys
+    return native.lockKeys(this.#id)
   }
   /** The random value stored under the key. */
   get token() {
-    return this.#native.token
+    return native.lockToken(this.#id)
   }
   /** Milliseconds of validity left, by the local monotonic clock (synchronous). */
   get remaining() {
-    return this.#native.remaining
+    return native.lockRemaining(this.#id)
   }
   /** True while held and within validity. */
   get held() {
-    return this.#native.held
+    return native.lockHeld(this.#id)
   }
   /**
    * 'held', 'released', 'lost' (also once its validity ran out, and when a
@@ -54,15 +58,15 @@ class Lock {
    * `handOver`).
    */
   get status() {
-    return this.#native.status
+    return native.lockStatus(this.#id)
   }
   /** The lease length renewals restore, in ms. */
   get ttl() {
-    return this.#native.ttl
+    return native.lockTtl(this.#id)
   }
   /** Attempts the acquisition took. */
   get attempts() {
-    return this.#native.attempts
+    return native.lockAttempts(this.#id)
   }
   /**
    * Each node's answer to the lock's last acquisition, extension or release
@@ -70,22 +74,22 @@ class Lock {
    * when it resolved, final once `client.settled()` resolved.
    */
   get nodes() {
-    return this.#native.nodes
+    return native.lockNodes(this.#id)
   }
   /** The fencing token (client option `fencing`), or null. */
   get fence() {
-    return this.#native.fence
+    return native.lockFence(this.#id)
   }
   /** Replicas that acknowledged the last acquisition or extension (option `waitReplicas`), or null. */
   get replicas() {
-    return this.#native.replicas ?? null
+    return native.lockReplicas(this.#id) ?? null
   }
   /** The `LockError` (ERR_LOCK_LOST) the lock was lost with, or null. */
   get lossError() {
     const end = this.#recordedEnd()
     if (end) return end.code === 'ERR_LOCK_LOST' ? end : null
     // Only the clock tells yet: the native lock builds one at each read.
-    return this.#native.loss
+    return native.lockLoss(this.#id)
   }
 
   /** Aborts with a `LockError` (code ERR_LOCK_LOST, or ERR_LOCK_CLOSED) when the lock is lost or its client closed. */
@@ -106,7 +110,7 @@ class Lock {
     if (typeof ttl !== 'number') throw invalidType('ttl', 'of type number', ttl)
     let p
     try {
-      p = this.#native.extend(ttl)
+      p = native.extendLock(this.#id, ttl)
     } catch (e) {
       const err = withStack(e)
       if (err instanceof LockError) return Promise.reject(err)
@@ -129,7 +133,7 @@ class Lock {
     this.#deliverEnd()
     let info
     try {
-      info = this.#native.handOver()
+      info = native.handOverLock(this.#id)
     } catch (e) {
       throw withStack(e)
     }
@@ -145,7 +149,7 @@ class Lock {
    * emits 'lost') and `withLock` rejects with ERR_LOCK_LOST.
    */
   release() {
-    const released = this.#native.release().then(
+    const released = native.releaseLock(this.#id).then(
       (out) => {
         if (out === true) {
           // Released: no loss event needs to find this lock any more.
@@ -178,7 +182,7 @@ class Lock {
 
   /** What ended the lock as the native side recorded it (not a loss only the clock tells yet), or null. */
   #recordedEnd() {
-    if (!this.#ending && this.#native.ended) this.#ending = this.#native.ending
+    if (!this.#ending && native.lockEnded(this.#id)) this.#ending = native.lockEnding(this.#id)
     return this.#ending
   }
 

@@ -131,7 +131,7 @@ impl NativeClient {
     /// `packedAcquireOptions`).
     #[napi(
         ts_args_type = "keys: Array<string>, options?: AcquireOptions | Float64Array | undefined | null, cancel?: CancelHandle | undefined | null, kind?: AcquireKind | undefined | null",
-        ts_return_type = "Promise<NativeLock>"
+        ts_return_type = "Promise<number>"
     )]
     pub fn acquire<'env>(
         &self,
@@ -163,7 +163,7 @@ impl NativeClient {
     /// extend to `ttl` on every node (never creating a key), then the watchdog
     /// renews it. Rejects with `ERR_LOCK_LOST` when the keys are gone or hold
     /// another token. Arguments are checked synchronously.
-    #[napi(ts_return_type = "Promise<NativeLock>")]
+    #[napi(ts_return_type = "Promise<number>")]
     pub fn adopt<'env>(
         &self,
         env: &'env Env,

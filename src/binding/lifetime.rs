@@ -82,4 +82,6 @@ unsafe extern "C" fn torn_down(arg: *mut c_void) {
             _ => within_runtime_if_available(|| client.abandon()),
         }
     }
+    // The locks its JS held go with it (each ended by its client's close).
+    within_runtime_if_available(crate::binding::lock::forget_all);
 }

@@ -1,3 +1,7 @@
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
@@ -6,7 +10,8 @@ use crate::binding::events::NodeReport;
 use crate::binding::settle::settle_later;
 use crate::binding::uvloop;
 use crate::core::config::lease_millis;
-use crate::core::lock::{Release, Status};
+use crate::core::error::LockError;
+use crate::core::lock::{Release, Status as LockStatus};
 use crate::core::Lock;
 
 /// What a handed-over lock gives the client that continues it with `adopt`.
@@ -24,204 +29,338 @@ pub struct HandOverInfo {
     pub fence: Option<f64>,
 }
 
-/// A held lock as the native layer sees it; `lib/lock.js` wraps it in `Lock`.
-#[napi]
-pub struct NativeLock {
-    pub(crate) lock: Lock,
+/// The locks this thread's JS holds, by id: a lock is a number in JS, and
+/// its state lives here until JS lets go of it (`forgetLock`, from the
+/// `FinalizationRegistry` of `lib/lock.js`) or the environment ends. No JS
+/// object of the addon's own per lock (and no reference to one).
+type Held = HashMap<u64, Lock, BuildHasherDefault<IdHasher>>;
+
+thread_local! {
+    static HELD: RefCell<Held> = RefCell::new(Held::default());
 }
 
-#[napi]
-impl NativeLock {
-    /// Identifies the lock in the client's `'lost'` events. A lock just
-    /// taken or adopted carries it as an own property too (read without a
-    /// call into the addon); this getter answers for the rest.
-    #[napi(getter)]
-    pub fn id(&self) -> f64 {
-        self.lock.id() as f64
+/// Lock ids are handed out in order: spread over the hash's bits.
+#[derive(Default)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
     }
 
-    /// The lock's first key, as given (without the client's `keyPrefix`).
-    #[napi(getter)]
-    pub fn key(&self) -> String {
-        self.lock.name().to_string()
-    }
-
-    /// Every key this lock holds, as given (without the client's `keyPrefix`).
-    #[napi(getter)]
-    pub fn keys(&self) -> Vec<String> {
-        self.lock.names()
-    }
-
-    /// The random value (UUID v4) stored under the key; it proves ownership on
-    /// release and renewal.
-    #[napi(getter)]
-    pub fn token(&self) -> String {
-        self.lock.token().to_string()
-    }
-
-    /// Milliseconds of validity left by the local monotonic clock (ttl − elapsed −
-    /// drift since the last successful renewal); 0 once released, lost or expired.
-    /// Synchronous: no Redis call.
-    #[napi(getter)]
-    pub fn remaining(&self) -> f64 {
-        self.lock.remaining().as_secs_f64() * 1000.0
-    }
-
-    /// True while the lock is held and within its validity.
-    #[napi(getter)]
-    pub fn held(&self) -> bool {
-        self.lock.is_held()
-    }
-
-    /// Each node's answer to the lock's last acquisition, extension or release
-    /// (`pending` for a node that had not answered yet; final once the
-    /// client's `settled()` resolved).
-    #[napi(getter)]
-    pub fn nodes(&self) -> Vec<NodeReport> {
-        self.lock
-            .nodes()
-            .iter()
-            .map(|n| NodeReport::new(&n.node, &n.answer))
-            .collect()
-    }
-
-    /// `'held'`, `'released'`, `'lost'` (also once its validity ran out
-    /// before the watchdog recorded the loss: its holder counts it as lost
-    /// from that instant; and when a release found its key gone or another
-    /// owner's) or `'handed-over'`.
-    #[napi(getter)]
-    pub fn status(&self) -> &'static str {
-        match self.lock.status() {
-            Status::Held if self.lock.is_held() => "held",
-            Status::Held | Status::Lost => "lost",
-            Status::Released => "released",
-            Status::HandedOver => "handed-over",
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
         }
     }
 
-    /// True once the lock ended: released, handed over, or lost with the
-    /// loss recorded (by the watchdog, or by a release that found it).
-    /// False while held, also once its validity ran out unrecorded.
-    #[napi(getter)]
-    pub fn ended(&self) -> bool {
-        self.lock.status() != Status::Held
+    fn write_u64(&mut self, id: u64) {
+        self.0 = id.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
+}
 
+/// The id JS passed, as the table's key.
+fn key_of(id: f64) -> Result<u64> {
+    if id.is_finite() && id >= 1.0 && id.fract() == 0.0 && id <= 9_007_199_254_740_991.0 {
+        Ok(id as u64)
+    } else {
+        Err(to_napi(LockError::invalid_value(
+            "id",
+            &format!("must be a lock's id. Received {id}"),
+        ))
+        .into())
+    }
+}
+
+/// `f` of the lock `id` this thread's JS holds.
+fn with_lock<T>(id: f64, f: impl FnOnce(&Lock) -> T) -> Result<T> {
+    let key = key_of(id)?;
+    let out = HELD
+        .try_with(|held| held.try_borrow().ok().and_then(|h| h.get(&key).map(f)))
+        .ok()
+        .flatten();
+    out.ok_or_else(|| {
+        to_napi(LockError::invalid_value(
+            "id",
+            &format!("names no lock this thread holds. Received {id}"),
+        ))
+        .into()
+    })
+}
+
+/// The lock `id`, to work on outside the table (a release may call back into JS).
+fn lock_of(id: f64) -> Result<Lock> {
+    with_lock(id, Lock::clone)
+}
+
+/// JS no longer holds the lock `id` (its `Lock` was collected, or the
+/// environment ends): its state goes, and a lock still held stops being
+/// renewed (its keys expire by TTL).
+#[napi]
+pub fn forget_lock(id: f64) {
+    let Ok(key) = key_of(id) else {
+        return;
+    };
+    let gone = HELD
+        .try_with(|held| {
+            let mut held = held.try_borrow_mut().ok()?;
+            let gone = held.remove(&key);
+            // A table that held many locks gives its room back as they go.
+            if held.capacity() > 4096 && held.len() * 4 < held.capacity() {
+                let keep = held.len() * 2;
+                held.shrink_to(keep);
+            }
+            gone
+        })
+        .ok()
+        .flatten();
+    // Dropped outside the table's borrow.
+    drop(gone);
+}
+
+/// Every lock this thread's JS holds goes (its environment ends).
+pub fn forget_all() {
+    let all = HELD
+        .try_with(|held| {
+            held.try_borrow_mut()
+                .map(|mut h| std::mem::take(&mut *h))
+                .ok()
+        })
+        .ok()
+        .flatten();
+    drop(all);
+}
+
+/// A lock as JS reads it, all at once (`Lock`'s getters are one call each).
+#[napi(object, use_nullable = true)]
+pub struct LockView {
+    /// The lock's first key, as given (without the client's `keyPrefix`).
+    pub key: String,
+    /// Every key this lock holds, as given (without the client's `keyPrefix`).
+    pub keys: Vec<String>,
+    /// The random value (UUID v4) stored under the key; it proves ownership on
+    /// release and renewal.
+    pub token: String,
+    /// Milliseconds of validity left by the local monotonic clock (ttl − elapsed −
+    /// drift since the last successful renewal); 0 once released, lost or expired.
+    /// Synchronous: no Redis call.
+    pub remaining: f64,
+    /// True while the lock is held and within its validity.
+    pub held: bool,
     /// The lease length in ms that renewals restore.
-    #[napi(getter)]
-    pub fn ttl(&self) -> f64 {
-        self.lock.ttl().as_millis() as f64
-    }
-
+    pub ttl: f64,
+    /// How many attempts the acquisition took.
+    pub attempts: u32,
     /// The fencing token of this acquisition (client option `fencing`), or null:
     /// strictly larger for every later holder of the key, for as long as the node
     /// keeps its acknowledged writes. Send it with writes and let the resource
     /// refuse older ones.
-    #[napi(getter)]
-    pub fn fence(&self) -> Option<f64> {
-        self.lock.fence().map(|f| f as f64)
-    }
-
+    pub fence: Option<f64>,
     /// How many replicas acknowledged the last acquisition or manual extension
     /// (option `waitReplicas`), or null when not asked for or when `WAIT` failed.
-    #[napi(getter)]
-    pub fn replicas(&self) -> Option<u32> {
-        self.lock.replicas()
-    }
-
-    /// How many attempts the acquisition took.
-    #[napi(getter)]
-    pub fn attempts(&self) -> u32 {
-        self.lock.attempts()
-    }
-
-    /// Why the lock was lost (also once its validity ran out before the
-    /// watchdog recorded it): a new `LockError` (`ERR_LOCK_LOST`) at each
-    /// read, or null.
-    #[napi(getter, ts_return_type = "Error | null")]
-    pub fn loss(&self) -> Option<ErrorObject> {
-        let loss = self.lock.loss_now();
-        loss.map(ErrorObject)
-    }
-
-    /// What ended the lock before its holder let go, once recorded: its loss
-    /// (`ERR_LOCK_LOST`) or its client's close (`ERR_LOCK_CLOSED`); a new
-    /// `LockError` at each read, or null (also while only the clock tells
-    /// that its validity ran out: see `loss`).
-    #[napi(getter, ts_return_type = "Error | null")]
-    pub fn ending(&self) -> Option<ErrorObject> {
-        self.lock.ending().map(ErrorObject)
-    }
-
-    /// Releases the lock (token-checked, on every node) after stopping its
-    /// watchdog. Resolves true if it was ours and is now gone, false if it had
-    /// already been released, lost or handed over, and the `LockError`
-    /// (`ERR_LOCK_LOST`) of the loss it found when its key was gone or another
-    /// owner's (the lock is recorded as lost; the caller reports it).
-    #[napi(ts_return_type = "Promise<boolean | Error>")]
-    pub fn release<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, Release>> {
-        if let Some(promise) = uvloop::release(env, &self.lock) {
-            return Ok(promise);
-        }
-        let lock = self.lock.clone();
-        settle_later(env, async move {
-            lock.release_reporting().await.map_err(to_napi)
-        })
-    }
-
-    /// Lets go of the lock without releasing it: the watchdog stops renewing,
-    /// the keys keep their lease for another client to `adopt` with the token,
-    /// and nothing this lock does later deletes them. Throws `ERR_LOCK_LOST`
-    /// saying why when it was no longer held. Synchronous: no Redis call.
-    #[napi]
-    pub fn hand_over(&self) -> Result<HandOverInfo> {
-        let h = self.lock.hand_over().map_err(to_napi)?;
-        Ok(HandOverInfo {
-            key: h.names.first().cloned().unwrap_or_default(),
-            keys: h.names,
-            token: h.token,
-            remaining: h.remaining.as_secs_f64() * 1000.0,
-            fence: h.fence.map(|f| f as f64),
-        })
-    }
-
-    /// Extends the lease to `ttl` ms from now with the same token; later renewals
-    /// keep that lease. Never recreates a key that is gone.
-    #[napi(ts_return_type = "Promise<void>")]
-    pub fn extend<'env>(&self, env: &'env Env, ttl: f64) -> Result<PromiseRaw<'env, ()>> {
-        let ttl = lease_millis("ttl", ttl, 1).map_err(to_napi)?;
-        if let Some(promise) = uvloop::extend(env, &self.lock, ttl) {
-            return Ok(promise);
-        }
-        let lock = self.lock.clone();
-        settle_later(env, async move { lock.extend(ttl).await.map_err(to_napi) })
-    }
+    pub replicas: Option<u32>,
+    /// Each node's answer to the lock's last acquisition, extension or release
+    /// (`pending` for a node that had not answered yet; final once the
+    /// client's `settled()` resolved).
+    pub nodes: Vec<NodeReport>,
 }
 
-/// A lock just taken or adopted, as JS gets it: a `NativeLock` with its
-/// `id` set on the instance, so that JS reads it without calling back in.
+/// The lock `id` as JS reads it (see `LockView`).
+#[napi]
+pub fn lock_view(id: f64) -> Result<LockView> {
+    with_lock(id, |lock| LockView {
+        key: lock.name().to_string(),
+        keys: lock.names(),
+        token: lock.token().to_string(),
+        remaining: millis(lock.remaining()),
+        held: lock.is_held(),
+        ttl: lock.ttl().as_millis() as f64,
+        attempts: lock.attempts(),
+        fence: lock.fence().map(|f| f as f64),
+        replicas: lock.replicas(),
+        nodes: nodes_of(lock),
+    })
+}
+
+fn millis(d: std::time::Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn nodes_of(lock: &Lock) -> Vec<NodeReport> {
+    lock.nodes()
+        .iter()
+        .map(|n| NodeReport::new(&n.node, &n.answer))
+        .collect()
+}
+
+/// The lock's first key (see `LockView.key`).
+#[napi]
+pub fn lock_key(id: f64) -> Result<String> {
+    with_lock(id, |lock| lock.name().to_string())
+}
+
+/// Every key of the lock (see `LockView.keys`).
+#[napi]
+pub fn lock_keys(id: f64) -> Result<Vec<String>> {
+    with_lock(id, Lock::names)
+}
+
+/// The lock's token (see `LockView.token`).
+#[napi]
+pub fn lock_token(id: f64) -> Result<String> {
+    with_lock(id, |lock| lock.token().to_string())
+}
+
+/// Validity left in ms (see `LockView.remaining`).
+#[napi]
+pub fn lock_remaining(id: f64) -> Result<f64> {
+    with_lock(id, |lock| millis(lock.remaining()))
+}
+
+/// Held and valid (see `LockView.held`).
+#[napi]
+pub fn lock_held(id: f64) -> Result<bool> {
+    with_lock(id, Lock::is_held)
+}
+
+/// Each node's last answer (see `LockView.nodes`).
+#[napi]
+pub fn lock_nodes(id: f64) -> Result<Vec<NodeReport>> {
+    with_lock(id, nodes_of)
+}
+
+/// `'held'`, `'released'`, `'lost'` (also once its validity ran out
+/// before the watchdog recorded the loss: its holder counts it as lost
+/// from that instant; and when a release found its key gone or another
+/// owner's) or `'handed-over'`.
+#[napi]
+pub fn lock_status(id: f64) -> Result<&'static str> {
+    with_lock(id, |lock| match lock.status() {
+        LockStatus::Held if lock.is_held() => "held",
+        LockStatus::Held | LockStatus::Lost => "lost",
+        LockStatus::Released => "released",
+        LockStatus::HandedOver => "handed-over",
+    })
+}
+
+/// True once the lock ended: released, handed over, or lost with the
+/// loss recorded (by the watchdog, or by a release that found it).
+/// False while held, also once its validity ran out unrecorded.
+#[napi]
+pub fn lock_ended(id: f64) -> Result<bool> {
+    with_lock(id, |lock| lock.status() != LockStatus::Held)
+}
+
+/// The lease length in ms (see `LockView.ttl`).
+#[napi]
+pub fn lock_ttl(id: f64) -> Result<f64> {
+    with_lock(id, |lock| lock.ttl().as_millis() as f64)
+}
+
+/// The fencing token, or null (see `LockView.fence`).
+#[napi]
+pub fn lock_fence(id: f64) -> Result<Option<f64>> {
+    with_lock(id, |lock| lock.fence().map(|f| f as f64))
+}
+
+/// Replicas that acknowledged, or null (see `LockView.replicas`).
+#[napi]
+pub fn lock_replicas(id: f64) -> Result<Option<u32>> {
+    with_lock(id, Lock::replicas)
+}
+
+/// Attempts the acquisition took.
+#[napi]
+pub fn lock_attempts(id: f64) -> Result<u32> {
+    with_lock(id, Lock::attempts)
+}
+
+/// Why the lock was lost (also once its validity ran out before the
+/// watchdog recorded it): a new `LockError` (`ERR_LOCK_LOST`) at each
+/// read, or null.
+#[napi(ts_return_type = "Error | null")]
+pub fn lock_loss(id: f64) -> Result<Option<ErrorObject>> {
+    with_lock(id, |lock| lock.loss_now().map(ErrorObject))
+}
+
+/// What ended the lock before its holder let go, once recorded: its loss
+/// (`ERR_LOCK_LOST`) or its client's close (`ERR_LOCK_CLOSED`); a new
+/// `LockError` at each read, or null (also while only the clock tells
+/// that its validity ran out: see `lockLoss`).
+#[napi(ts_return_type = "Error | null")]
+pub fn lock_ending(id: f64) -> Result<Option<ErrorObject>> {
+    with_lock(id, |lock| lock.ending().map(ErrorObject))
+}
+
+/// Releases the lock (token-checked, on every node) after stopping its
+/// watchdog. Resolves true if it was ours and is now gone, false if it had
+/// already been released, lost or handed over, and the `LockError`
+/// (`ERR_LOCK_LOST`) of the loss it found when its key was gone or another
+/// owner's (the lock is recorded as lost; the caller reports it).
+#[napi(ts_return_type = "Promise<boolean | Error>")]
+pub fn release_lock<'env>(env: &'env Env, id: f64) -> Result<PromiseRaw<'env, Release>> {
+    let lock = lock_of(id)?;
+    if let Some(promise) = uvloop::release(env, &lock) {
+        return Ok(promise);
+    }
+    settle_later(env, async move {
+        lock.release_reporting().await.map_err(to_napi)
+    })
+}
+
+/// Lets go of the lock without releasing it: the watchdog stops renewing,
+/// the keys keep their lease for another client to `adopt` with the token,
+/// and nothing this lock does later deletes them. Throws `ERR_LOCK_LOST`
+/// saying why when it was no longer held. Synchronous: no Redis call.
+#[napi]
+pub fn hand_over_lock(id: f64) -> Result<HandOverInfo> {
+    let h = lock_of(id)?.hand_over().map_err(to_napi)?;
+    Ok(HandOverInfo {
+        key: h.names.first().cloned().unwrap_or_default(),
+        keys: h.names,
+        token: h.token,
+        remaining: millis(h.remaining),
+        fence: h.fence.map(|f| f as f64),
+    })
+}
+
+/// Extends the lease to `ttl` ms from now with the same token; later renewals
+/// keep that lease. Never recreates a key that is gone.
+#[napi(ts_return_type = "Promise<void>")]
+pub fn extend_lock<'env>(env: &'env Env, id: f64, ttl: f64) -> Result<PromiseRaw<'env, ()>> {
+    let lock = lock_of(id)?;
+    let ttl = lease_millis("ttl", ttl, 1).map_err(to_napi)?;
+    if let Some(promise) = uvloop::extend(env, &lock, ttl) {
+        return Ok(promise);
+    }
+    settle_later(env, async move { lock.extend(ttl).await.map_err(to_napi) })
+}
+
+/// A lock just taken or adopted, as JS gets it: its id, the lock kept in
+/// this thread's table until JS lets go of it.
 pub struct Taken(pub Lock);
 
 impl ToNapiValue for Taken {
     unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> Result<sys::napi_value> {
-        let id = val.0.id() as f64;
-        let object = unsafe { NativeLock::to_napi_value(env, NativeLock { lock: val.0 })? };
-        let id = unsafe { f64::to_napi_value(env, id)? };
-        let property = sys::napi_property_descriptor {
-            utf8name: c"id".as_ptr(),
-            name: std::ptr::null_mut(),
-            method: None,
-            getter: None,
-            setter: None,
-            value: id,
-            attributes: sys::PropertyAttributes::default,
-            data: std::ptr::null_mut(),
-        };
-        check_status!(
-            unsafe { sys::napi_define_properties(env, object, 1, &property) },
-            "a lock's id"
-        )?;
-        Ok(object)
+        let id = val.0.id();
+        let displaced = HELD
+            .try_with(|held| {
+                held.try_borrow_mut()
+                    .map(|mut h| h.insert(id, val.0))
+                    .map_err(|_| ())
+            })
+            .map_err(|_| ())
+            .and_then(|r| r);
+        match displaced {
+            Ok(old) => drop(old),
+            Err(()) => {
+                return Err(Error::new(
+                    Status::GenericFailure,
+                    "the lock table of this thread is gone".to_string(),
+                ))
+            }
+        }
+        unsafe { f64::to_napi_value(env, id as f64) }
     }
 }
 

@@ -98,7 +98,7 @@ pub(crate) async fn adopt(inner: &Arc<Inner>, request: Request, token: String) -
     }
     let kind = inner.stored_kind(&keys).await;
     let state = Arc::new(LockState::new(NewLock {
-        id: inner.next_id.fetch_add(1, Ordering::Relaxed),
+        id: crate::core::lock_state::new_id(),
         keys,
         prefix_len: inner.cfg.key_prefix.len(),
         kind,

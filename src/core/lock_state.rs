@@ -86,6 +86,13 @@ pub struct LockState {
 
 const NOT_WATCHED: u64 = u64::MAX;
 
+/// A new lock's id: unique in the process (a thread's table of the locks
+/// its JS holds has the locks of every client of that thread).
+pub fn new_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
 /// Holds off renewals of a lock while a PEXPIRE of it is out (see
 /// [`LockState::try_lease_guard`]); a lock carries no allocation for it.
 pub struct LeaseGuard(Arc<LockState>);

@@ -4,7 +4,7 @@
 //! and extend at quorum, declare a lock lost).
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -65,7 +65,6 @@ pub(crate) struct Inner {
     /// then, not at its next timer. Held locks stay held (and may be extended)
     /// until `closed`.
     pub closing: CancellationToken,
-    pub next_id: AtomicU64,
     pub stats: Stats,
     /// Each node's health: up, or down and probed until it answers.
     pub health: Health,
@@ -116,7 +115,6 @@ impl Inner {
             nodes,
             closed: AtomicBool::new(false),
             closing: CancellationToken::new(),
-            next_id: AtomicU64::new(1),
             stats: Stats::default(),
             health: Health::new(nodes_len),
             watchdog: Watchdog::default(),

@@ -149,7 +149,7 @@ impl Inner {
         let started = broken::validity_start(won.started);
         let drift = self.cfg.drift_for(spec.ttl);
         let state = Arc::new(LockState::new(NewLock {
-            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            id: crate::core::lock_state::new_id(),
             keys,
             prefix_len: self.cfg.key_prefix.len(),
             token: won.token,
