@@ -176,7 +176,7 @@ impl Lock {
             Status::Held if inner.hand_over(state) => {
                 return Ok(HandOver {
                     names: self.names(),
-                    token: state.token.clone(),
+                    token: state.token.to_string(),
                     remaining,
                     fence: state.fence,
                 })

@@ -43,9 +43,9 @@ pub struct LockState {
     pub id: u64,
     /// The keys as stored in Redis: the client's prefix, then the name the
     /// caller gave (see [`LockState::names`]).
-    pub keys: Vec<String>,
+    pub keys: Keys,
     prefix_len: usize,
-    pub token: String,
+    pub token: Token,
     /// How its keys are given back (set where the token was made).
     pub kind: LockKind,
     pub attempts: u32,
@@ -93,6 +93,72 @@ pub fn new_id() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
+/// A lock's keys: one (nearly every lock) kept without a list of its own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Keys {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl std::ops::Deref for Keys {
+    type Target = [String];
+
+    fn deref(&self) -> &[String] {
+        match self {
+            Keys::One(key) => std::slice::from_ref(key),
+            Keys::Many(keys) => keys,
+        }
+    }
+}
+
+impl From<Vec<String>> for Keys {
+    fn from(mut keys: Vec<String>) -> Keys {
+        match keys.pop() {
+            Some(key) if keys.is_empty() => Keys::One(key),
+            Some(key) => {
+                keys.push(key);
+                Keys::Many(keys)
+            }
+            None => Keys::Many(keys),
+        }
+    }
+}
+
+/// A lock's token: one of a UUID's length (nearly every lock's) kept in place, any other
+/// (a semaphore's permits, an adopted token) as given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Token {
+    Uuid([u8; 36]),
+    Other(String),
+}
+
+impl Token {
+    pub fn as_str(&self) -> &str {
+        match self {
+            // Made only from a `str` of that length (see `From<String>`).
+            Token::Uuid(bytes) => std::str::from_utf8(bytes).unwrap_or_default(),
+            Token::Other(token) => token,
+        }
+    }
+}
+
+impl std::ops::Deref for Token {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl From<String> for Token {
+    fn from(token: String) -> Token {
+        match <[u8; 36]>::try_from(token.as_bytes()) {
+            Ok(bytes) => Token::Uuid(bytes),
+            Err(_) => Token::Other(token),
+        }
+    }
+}
+
 /// Holds off renewals of a lock while a PEXPIRE of it is out (see
 /// [`LockState::try_lease_guard`]); a lock carries no allocation for it.
 pub struct LeaseGuard(Arc<LockState>);
@@ -135,9 +201,9 @@ impl LockState {
         crate::core::memory::lock_made();
         LockState {
             id: n.id,
-            keys: n.keys,
+            keys: n.keys.into(),
             prefix_len: n.prefix_len,
-            token: n.token,
+            token: n.token.into(),
             kind: n.kind,
             attempts: n.attempts,
             hold_until: n.hold_until,
@@ -418,6 +484,21 @@ pub(crate) fn held_for_test(
 mod tests {
     use super::*;
     use crate::core::error::ErrorCode;
+
+    #[test]
+    fn one_key_and_a_uuid_token_are_kept_in_place() {
+        assert_eq!(Keys::from(vec!["a".to_string()]), Keys::One("a".into()));
+        let two = Keys::from(vec!["a".to_string(), "b".to_string()]);
+        assert_eq!(&*two, ["a", "b"]);
+        assert!(Keys::from(Vec::new()).is_empty());
+        let uuid = "0b7e8f5e-7d2c-4c51-9a43-3d4b2f1e6a90".to_string();
+        let token = Token::from(uuid.clone());
+        assert!(matches!(token, Token::Uuid(_)));
+        assert_eq!(&*token, uuid);
+        let permits = Token::from(format!("2:{uuid}"));
+        assert!(matches!(permits, Token::Other(_)));
+        assert_eq!(permits.as_str(), format!("2:{uuid}"));
+    }
 
     fn state(valid_for: Duration) -> LockState {
         held_for_test(

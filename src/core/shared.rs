@@ -344,7 +344,7 @@ impl Inner {
     ) -> Vec<NodeAnswer> {
         let longest_ms = longest.map(crate::core::time::ms_of);
         let timeout = self.cfg.command_timeout;
-        let keys: Arc<[String]> = state.keys.clone().into();
+        let keys: Arc<[String]> = Arc::from(&state.keys[..]);
         let token: Arc<str> = state.token.as_str().into();
         let kind = state.kind;
         let calls = (0..self.nodes.len())
