@@ -85,17 +85,23 @@ async function main() {
     const left = await probe.dbsize()
     held = null
     await locks.close()
-    // The locks are collected (their native state goes with them), then the
-    // freed memory is given back: measured once that had a moment.
-    rss()
-    await sleep(1000)
-    const closedRss = rss()
+    // The locks are collected (their native state goes once JS let go of
+    // them), then the freed memory is given back: measured once RSS stopped
+    // falling (two readings 500 ms apart within 1 %), 10 s at most.
+    const closedAt = performance.now()
+    let closedRss = rss()
+    for (let last = Infinity; closedRss < last * 0.99 && performance.now() - closedAt < 10_000;) {
+      last = closedRss
+      await sleep(500)
+      closedRss = rss()
+    }
+    const settleMs = performance.now() - closedAt
     const took = heldRss - before
     console.log(`${N} locks, ttl ${ttl} ms, held ${hold} ms (Node ${process.version})`)
     console.log(`  acquired in ${(acquireMs / 1000).toFixed(1)} s; RSS ${mb(heldRss)} MB held, ${Math.round(took / N)} B a lock`)
     console.log(`  while held: ${lostWhileHeld} lost ('lost' events: ${lostEvents}); ${renewed} renewals counted, ${calls} renewal script calls on the server`)
     console.log(`  release of all: ${released} true, ${results.length - released - rejected.length} false, ${rejected.length} rejected${rejected.length ? ` (${rejected[0].reason.code}: ${rejected[0].reason.message})` : ''} in ${(releaseMs / 1000).toFixed(1)} s; ${left} keys left`)
-    console.log(`  RSS after close(): ${mb(closedRss)} MB (${took > 0 ? Math.round((100 * (heldRss - closedRss)) / took) : 0} % of what the locks took given back)`)
+    console.log(`  RSS after close(): ${mb(closedRss)} MB (${took > 0 ? Math.round((100 * (heldRss - closedRss)) / took) : 0} % of what the locks took given back; steady ${(settleMs / 1000).toFixed(1)} s after close)`)
   } finally {
     probe.disconnect()
     await locks.close().catch(() => {})
