@@ -193,11 +193,18 @@ export declare function driftMs(ttl: number, driftFactor: number): number
 export declare function extendLock(id: number, ttl: number): Promise<void>
 
 /**
- * JS no longer holds the lock `id` (its `Lock` was collected, or the
+ * JS no longer holds the lock `id` (its `Lock` was refused, or the
  * environment ends): its state goes, and a lock still held stops being
  * renewed (its keys expire by TTL).
  */
 export declare function forgetLock(id: number): void
+
+/**
+ * JS no longer holds these locks (their `Lock`s were collected; the
+ * `FinalizationRegistry` of `lib/lock.js` hands them over in one call): as
+ * [`forget_lock`] for each.
+ */
+export declare function forgetLocks(ids: Float64Array): void
 
 /** What a handed-over lock gives the client that continues it with `adopt`. */
 export interface HandOverInfo {

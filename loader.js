@@ -842,6 +842,7 @@ module.exports.DEFAULT_URL = nativeBinding.DEFAULT_URL
 module.exports.driftMs = nativeBinding.driftMs
 module.exports.extendLock = nativeBinding.extendLock
 module.exports.forgetLock = nativeBinding.forgetLock
+module.exports.forgetLocks = nativeBinding.forgetLocks
 module.exports.handOverLock = nativeBinding.handOverLock
 module.exports.lockAttempts = nativeBinding.lockAttempts
 module.exports.lockEnded = nativeBinding.lockEnded

@@ -210,13 +210,15 @@ test('close({ graceful }) lets running withLock calls finish first, up to the bo
   }
 })
 
-test('a lock whose validity ran out while its renewals were held up frees its key as soon as they land, not a TTL later', async () => {
+for (const fair of [false, true]) test(`a ${fair ? 'fair ' : ''}lock whose validity ran out while its renewals were held up frees its key as soon as they land, not a TTL later`, async () => {
   // The server stalls past the lock's validity: the lock is lost locally, and
   // the renewals waiting in the socket land when it resumes, each re-arming
   // the full TTL. The cleanup that follows the loss deletes the key then.
+  // A fair lock's key goes to the next waiter in line then, or is deleted
+  // when nobody waits (it used to be left to its TTL).
   const own = await startRedis()
   const look = inspector(own)
-  const c = new LockClient({ url: own.url, ttl: 3000 })
+  const c = new LockClient({ url: own.url, ttl: 3000, fair })
   const lost = []
   c.on('lost', (err) => lost.push(err))
   c.on('error', () => {})

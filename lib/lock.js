@@ -10,8 +10,19 @@ const native = require('../binding.js')
 const { LockError, withStack, invalidType } = require('./errors')
 const { kLock, kReport, kForget, kEnd, kEnded, kLost, channels, rethrowLater } = require('./internal')
 
-/** Lets the native lock go once its `Lock` is collected (a lock still held then expires by TTL). */
-const forgetting = new FinalizationRegistry((id) => native.forgetLock(id))
+/**
+ * Lets the native locks go once their `Lock`s are collected (a lock still
+ * held then expires by TTL): the ids of one collection in one call.
+ */
+let forgotten = []
+const forgetting = new FinalizationRegistry((id) => {
+  if (forgotten.push(id) === 1) queueMicrotask(forgetCollected)
+})
+function forgetCollected() {
+  const ids = Float64Array.from(forgotten)
+  forgotten = []
+  native.forgetLocks(ids)
+}
 
 /** A held lock. Created by `LockClient#acquire`; renewed natively until released. */
 class Lock {

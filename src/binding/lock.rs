@@ -93,18 +93,33 @@ fn lock_of(id: f64) -> Result<Lock> {
     with_lock(id, Lock::clone)
 }
 
-/// JS no longer holds the lock `id` (its `Lock` was collected, or the
+/// JS no longer holds the lock `id` (its `Lock` was refused, or the
 /// environment ends): its state goes, and a lock still held stops being
 /// renewed (its keys expire by TTL).
 #[napi]
 pub fn forget_lock(id: f64) {
-    let Ok(key) = key_of(id) else {
-        return;
-    };
-    let gone = HELD
+    forget(&[id]);
+}
+
+/// JS no longer holds these locks (their `Lock`s were collected; the
+/// `FinalizationRegistry` of `lib/lock.js` hands them over in one call): as
+/// [`forget_lock`] for each.
+#[napi]
+pub fn forget_locks(ids: Float64Array) {
+    forget(&ids);
+}
+
+fn forget(ids: &[f64]) {
+    let gone: Vec<Lock> = HELD
         .try_with(|held| {
-            let mut held = held.try_borrow_mut().ok()?;
-            let gone = held.remove(&key);
+            let Ok(mut held) = held.try_borrow_mut() else {
+                return Vec::new();
+            };
+            let gone = ids
+                .iter()
+                .filter_map(|&id| key_of(id).ok())
+                .filter_map(|key| held.remove(&key))
+                .collect();
             // A table that held many locks gives its room back as they go.
             if held.capacity() > 4096 && held.len() * 4 < held.capacity() {
                 let keep = held.len() * 2;
@@ -112,8 +127,7 @@ pub fn forget_lock(id: f64) {
             }
             gone
         })
-        .ok()
-        .flatten();
+        .unwrap_or_default();
     // Dropped outside the table's borrow.
     drop(gone);
 }

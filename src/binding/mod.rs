@@ -19,9 +19,10 @@ pub use cancel::CancelHandle;
 pub use client::NativeClient;
 pub use events::{LockErrorInfo, NodeReport};
 pub use lock::{
-    extend_lock, forget_lock, hand_over_lock, lock_attempts, lock_ended, lock_ending, lock_fence,
-    lock_held, lock_key, lock_keys, lock_loss, lock_nodes, lock_remaining, lock_replicas,
-    lock_status, lock_token, lock_ttl, lock_view, release_lock, HandOverInfo, LockView,
+    extend_lock, forget_lock, forget_locks, hand_over_lock, lock_attempts, lock_ended, lock_ending,
+    lock_fence, lock_held, lock_key, lock_keys, lock_loss, lock_nodes, lock_remaining,
+    lock_replicas, lock_status, lock_token, lock_ttl, lock_view, release_lock, HandOverInfo,
+    LockView,
 };
 pub use options::{
     AcquireKind, AcquireOptions, LockClientOptions, LockInspection, LockStats, SemaphoreCount,

@@ -427,14 +427,13 @@ impl Inner {
     /// still its own at once rather than at its TTL (renewals whose replies
     /// were lost may have landed): a token-checked release of each key whose
     /// lease is no longer than this lock's `ttl`, the longest its own
-    /// renewals set. A key continued with a longer lease by a client that
-    /// adopted the token is left to it; a fair lock's keys expire by TTL.
+    /// renewals set (a fair lock's key goes to the next waiter in line). A
+    /// key continued with a longer lease by a client that adopted the token
+    /// is left to it.
     pub fn lapse(self: &Arc<Self>, state: &Arc<LockState>, why: LockError) {
         let cleanup = if broken::cleans_up_lapsed() {
             // Broken on purpose, plain-del: a naive lock cleans up whatever happened.
             Cleanup::Release
-        } else if state.kind == LockKind::Fair {
-            Cleanup::None
         } else {
             Cleanup::Within(state.ttl())
         };
@@ -460,7 +459,6 @@ impl Inner {
         });
         state.notify_ended();
         let longest = match cleanup {
-            Cleanup::None => return,
             Cleanup::Release => None,
             Cleanup::Within(ttl) => Some(ttl),
         };
@@ -475,8 +473,6 @@ impl Inner {
 
 /// What follows a loss on the nodes.
 enum Cleanup {
-    /// Nothing: the keys expire by their TTL.
-    None,
     /// A token-checked release.
     Release,
     /// A token-checked release of the keys with no more than this left.

@@ -12,7 +12,10 @@
 -- for a plain lock. No announcement when ARGV[2] is empty (a cluster); pcall,
 -- because an ACL user without channel rights must still be able to release.
 -- With ARGV[3] = '1' a caller that does not hold the key leaves the line
--- instead (a waiter that stopped waiting). Returns 1 when released.
+-- instead (a waiter that stopped waiting). ARGV[4], when given, is the
+-- longest lease in ms the key may still have to be released (the cleanup of
+-- a lock that lapsed: a longer one was continued by whoever adopted the
+-- token, and is theirs). Returns 1 when released.
 local function announce(message)
   if ARGV[2] ~= '' then
     redis.pcall('PUBLISH', ARGV[2] .. KEYS[1], message)
@@ -23,6 +26,10 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
     redis.call('LREM', KEYS[2], 0, ARGV[1])
     redis.call('DEL', KEYS[2] .. ':' .. ARGV[1])
   end
+  return 0
+end
+local longest = tonumber(ARGV[4])
+if longest and redis.call('PTTL', KEYS[1]) > longest then
   return 0
 end
 while true do

@@ -19,8 +19,8 @@ pub fn call(keys: &[String], token: &str, channel_prefix: &str) -> Call<'static>
 /// The release of what `token` holds at `keys`, as a lock of `kind` is
 /// given back: a fair lock's hands its key to the next waiter in line
 /// (both announce it on `channel_prefix`; empty: no notice). With
-/// `longest_ms` (the cleanup of a lock that lapsed; never a fair lock's), a
-/// key is deleted only while its lease has at most that long left.
+/// `longest_ms` (the cleanup of a lock that lapsed), a key is deleted (or
+/// handed on) only while its lease has at most that long left.
 pub fn call_for(
     kind: LockKind,
     keys: &[String],
@@ -30,7 +30,11 @@ pub fn call_for(
 ) -> Call<'static> {
     match (kind, keys) {
         (LockKind::Fair, [key]) => {
-            super::permits::fair_release_call(key, token, channel_prefix, false)
+            let mut c = super::permits::fair_release_call(key, token, channel_prefix, false);
+            if let Some(ms) = longest_ms {
+                c.arg(ms);
+            }
+            c
         }
         _ => {
             let mut c = call(keys, token, channel_prefix);
