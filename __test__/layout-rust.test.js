@@ -1,10 +1,12 @@
 'use strict'
 
 // The shape of src/core: its modules (each file or folder directly under
-// src/core) import one another without a cycle, so the tree reads from the
-// data (model) through the pure rules (quorum) and the transports (runtime, uvloop)
-// up to the engine (acquire) and the client. Test modules are left out: a
-// test may use whatever it checks.
+// src/core) import one another without a cycle, and each layer builds only
+// on the layers below it: the data (model), the pure verdicts (quorum) and
+// options (config), the sans-I/O operations (ops), the bytes (transport),
+// what a client keeps (engine), what runs an acquisition (drivers), and the
+// entry point (client). Test modules are left out: a test may use whatever
+// it checks.
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
@@ -22,7 +24,7 @@ function sources(dir = core) {
   })
 }
 
-/** The module of src/core a file belongs to (`acquire` for acquire/fair.rs), or null for mod.rs. */
+/** The module of src/core a file belongs to (`engine` for engine/lock.rs), or null for mod.rs. */
 function moduleOf(file) {
   const [first] = file.split(path.sep)
   if (first === 'mod.rs') return null
@@ -111,26 +113,52 @@ function findCycle(graph) {
   return null
 }
 
+/**
+ * The layers of src/core, lowest first; a module may import its own layer's
+ * and lower layers' modules only. The basics every layer uses come first.
+ */
+const LAYERS = [
+  ['error', 'time', 'sync', 'memory', 'broken', 'tls'],
+  ['model'],
+  ['quorum'],
+  ['config'],
+  ['ops'],
+  ['transport'],
+  ['engine'],
+  ['drivers'],
+  ['client'],
+]
+const layerOf = (m) => LAYERS.findIndex((l) => l.includes(m))
+
 test('the modules of src/core import one another without a cycle', () => {
   const graph = imports()
-  assert.ok(graph.has('acquire') && graph.has('quorum') && graph.has('runtime'), 'src/core is read')
+  assert.ok(graph.has('engine') && graph.has('quorum') && graph.has('transport'), 'src/core is read')
   const cycle = findCycle(graph)
   assert.equal(cycle, null, `import cycle: ${cycle?.join(' → ')}`)
 })
 
-test('the model is data: it imports no transport, engine or client', () => {
+test('every module of src/core has its layer, and builds on no layer above it', () => {
   const graph = imports()
-  const model = graph.get('model') ?? new Set()
-  for (const m of ['runtime', 'uvloop', 'acquire', 'client', 'shared', 'renew', 'watchdog']) {
-    assert.ok(!model.has(m), `model imports ${m}`)
+  const upward = []
+  for (const [from, tos] of graph) {
+    assert.notEqual(layerOf(from), -1, `src/core/${from} is in no layer of this test`)
+    for (const to of tos) {
+      if (layerOf(to) > layerOf(from)) upward.push(`${from} → ${to}`)
+    }
   }
+  assert.deepEqual(upward, [])
 })
 
-test('quorum is pure: it imports neither the nodes nor the client state', () => {
-  const quorum = imports().get('quorum')
-  for (const m of ['runtime', 'shared', 'lock_state', 'acquire', 'client']) {
-    assert.ok(!quorum.has(m), `quorum imports ${m}`)
+test('the model, quorum and ops hold no runtime: no tokio, no await, no clock read', () => {
+  const found = []
+  for (const file of sources()) {
+    if (!/^(model|quorum|ops)\//.test(file) || /(^|\/)tests?(_\w+)?\.rs$/.test(file)) continue
+    const src = code(fs.readFileSync(path.join(core, file), 'utf8'))
+    for (const [what, re] of [['tokio', /\btokio::/], ['.await', /\.await\b/], ['Instant::now()', /Instant::now\(\)/]]) {
+      if (re.test(src)) found.push(`${file}: ${what}`)
+    }
   }
+  assert.deepEqual(found, [])
 })
 
 test('the cycle check finds a cycle when there is one', () => {

@@ -24,9 +24,9 @@ function scratchCopy(t) {
   fs.cpSync(path.join(ROOT, 'scripts'), path.join(dir, 'scripts'), { recursive: true })
   for (const f of ['binding.js', 'loader.js', 'Cargo.toml', 'build.rs']) fs.copyFileSync(path.join(ROOT, f), path.join(dir, f))
   fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'), 'dir')
-  fs.mkdirSync(path.join(dir, 'src', 'core'), { recursive: true })
+  fs.mkdirSync(path.join(dir, 'src', 'core', 'engine'), { recursive: true })
   fs.writeFileSync(path.join(dir, 'src', 'lib.rs'), 'mod core;\n')
-  fs.writeFileSync(path.join(dir, 'src', 'core', 'renew.rs'), '// the loss message\n')
+  fs.writeFileSync(path.join(dir, 'src', 'core', 'engine', 'renew.rs'), '// the loss message\n')
   // The copy's build stands in for napi's: it records that it ran and rewrites the addon.
   const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'))
   const rebuild = (name) => `node -e "const fs=require('fs');fs.appendFileSync('build.log','${name}\\n');fs.copyFileSync('${built.name}','${built.name}.tmp');fs.renameSync('${built.name}.tmp','${built.name}')"`
@@ -48,8 +48,8 @@ test('probe', () => {
   fs.copyFileSync(built.file, addon)
   // The addon was built a minute ago; renew.rs is edited now.
   const past = new Date(Date.now() - 60_000)
-  for (const f of ['Cargo.toml', 'build.rs', 'src/lib.rs', 'src/core/renew.rs', built.name]) fs.utimesSync(path.join(dir, f), past, past)
-  return { dir, addon, touch: () => fs.utimesSync(path.join(dir, 'src/core/renew.rs'), new Date(), new Date()) }
+  for (const f of ['Cargo.toml', 'build.rs', 'src/lib.rs', 'src/core/engine/renew.rs', built.name]) fs.utimesSync(path.join(dir, f), past, past)
+  return { dir, addon, touch: () => fs.utimesSync(path.join(dir, 'src/core/engine/renew.rs'), new Date(), new Date()) }
 }
 
 function runTests(dir, env = {}) {
@@ -72,7 +72,7 @@ test('npm test: a Rust source edited after the build makes it rebuild the addon 
   const before = fs.statSync(addon).mtimeMs
   const r = runTests(dir)
   assert.equal(r.status, 0, r.out)
-  assert.match(r.out, /is older than src\/core\/renew\.rs .*rebuilding it first \(npm run build(:debug)?\)/, r.out)
+  assert.match(r.out, /is older than src\/core\/engine\/renew\.rs .*rebuilding it first \(npm run build(:debug)?\)/, r.out)
   assert.equal(r.built.trim().split('\n').length, 1, `one build: ${r.built}`)
   assert.equal(r.probed, 'ran\n', 'the test file ran after the build')
   assert.ok(r.out.indexOf('rebuilt') < r.out.indexOf('1 test file(s)'), r.out)
@@ -85,7 +85,7 @@ test('npm test: a stale addon with no cargo to rebuild it stops at once, naming 
   touch()
   const r = runTests(dir, { CARGO: path.join(dir, 'no-such-cargo') })
   assert.equal(r.status, 1, r.out)
-  assert.match(r.out, /older than src\/core\/renew\.rs/)
+  assert.match(r.out, /older than src\/core\/engine\/renew\.rs/)
   assert.match(r.out, /run `npm run build(:debug)?`, then npm test again/)
   assert.equal(r.built, '', 'nothing was built')
   assert.equal(r.probed, '', 'no test file ran')

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use napi_derive::napi;
 
-use crate::core::{config, keys, quorum};
+use crate::core::model::keys;
+use crate::core::{config, quorum};
 
 /// Longest wait, delay or timeout accepted, in ms (what a 32-bit signed timer can hold).
 #[napi]

@@ -10,8 +10,8 @@ use crate::binding::events::NodeReport;
 use crate::binding::settle::settle_later;
 use crate::binding::uvloop;
 use crate::core::config::lease_millis;
+use crate::core::engine::lock::{Release, Status as LockStatus};
 use crate::core::error::LockError;
-use crate::core::lock::{Release, Status as LockStatus};
 use crate::core::Lock;
 
 /// What a handed-over lock gives the client that continues it with `adopt`.

@@ -5,7 +5,7 @@ use napi_derive::napi;
 
 use napi::bindgen_prelude::{Either, Null};
 
-use crate::core::stats::StatsSnapshot;
+use crate::core::engine::stats::StatsSnapshot;
 use crate::core::{self as core};
 
 /// Counters of a client since it was created.
@@ -85,8 +85,8 @@ pub struct SemaphoreCount {
     pub holders: u32,
 }
 
-impl From<core::semaphore::Count> for SemaphoreCount {
-    fn from(c: core::semaphore::Count) -> Self {
+impl From<core::engine::semaphore::Count> for SemaphoreCount {
+    fn from(c: core::engine::semaphore::Count) -> Self {
         SemaphoreCount {
             permits: c.permits,
             holders: c.holders,
@@ -112,7 +112,7 @@ pub struct NodeHealth {
 }
 
 impl NodeHealth {
-    pub fn new(node: &str, status: core::health::NodeStatus) -> NodeHealth {
+    pub fn new(node: &str, status: core::engine::health::NodeStatus) -> NodeHealth {
         NodeHealth {
             node: node.to_string(),
             up: status.up,

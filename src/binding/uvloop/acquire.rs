@@ -1,6 +1,6 @@
 //! An acquisition on the JS thread (of any kind of lock), from
 //! its first attempt to its outcome: the promise, the machine
-//! (`core::uvloop::FastAcquire`), its commands on the node's connections, its
+//! (`core::drivers::uvloop::FastAcquire`), its commands on the node's connections, its
 //! alarm on the reactor's timer, and the wakes other threads queue for it
 //! (its turn, a release notice).
 
@@ -21,9 +21,10 @@ use crate::binding::cancel::CancelHandle;
 use crate::binding::errors::to_napi;
 use crate::binding::lock::Taken;
 use crate::binding::settle::{self, Deferred};
+use crate::core::drivers::uvloop;
 use crate::core::error::NodeAnswer;
 use crate::core::ops::acquisition::Purpose;
-use crate::core::uvloop;
+use crate::core::transport::uvloop as transport;
 use crate::core::{self as core, Request};
 
 thread_local! {
@@ -123,12 +124,12 @@ pub fn acquire<'env>(
     if !fast.warmed.replace(true) {
         // The watchdog renews on the runtime's connections: open now, they
         // are there for the first renewal.
-        uvloop::warm_runtime(client, &runtime);
+        uvloop::warm_runtime(client.inner(), &runtime);
     }
     let opening: Vec<usize> = (0..found.len())
         .filter(|&i| matches!(found[i], Found::Opening))
         .collect();
-    let mut op = uvloop::fast_acquire(client, request, runtime, !opening.is_empty())?;
+    let mut op = uvloop::fast_acquire(client.inner(), request, runtime, !opening.is_empty())?;
     let conns = found
         .into_iter()
         .map(|f| match f {
@@ -227,7 +228,7 @@ impl Driving {
             let deadline = Instant::now() + s.timeout;
             let (node, purpose) = (s.node, s.purpose);
             let me = self.clone();
-            let on_reply: uvloop::OnReply = Box::new(move |reply| {
+            let on_reply: transport::OnReply = Box::new(move |reply| {
                 me.inbox.borrow_mut().push_back((node, purpose, reply));
                 me.pump();
             });

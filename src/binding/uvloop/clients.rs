@@ -11,7 +11,9 @@ use redis::ConnectionInfo;
 
 use super::conn::Conn;
 use super::reactor::{current, reactor, Reactor, REACTOR};
-use crate::core::{self as core, uvloop};
+use crate::core::drivers::uvloop;
+use crate::core::transport::uvloop as transport;
+use crate::core::{self as core};
 
 /// How long a node whose fast connection failed to open answers `unreachable`
 /// (with why) before an operation tries to open it again.
@@ -163,7 +165,7 @@ impl FastClient {
         let opening = std::thread::Builder::new()
             .name("lockdog-connect".into())
             .spawn(move || {
-                let opened = uvloop::socket::connect(&info, timeout);
+                let opened = transport::socket::connect(&info, timeout);
                 let open = gate.lock().unwrap_or_else(|p| p.into_inner());
                 if *open {
                     queue.run(move |env| installed(env, key, i, opened));
@@ -181,7 +183,7 @@ pub(super) fn installed(
     env: sys::napi_env,
     key: usize,
     i: usize,
-    opened: std::result::Result<uvloop::Socket, String>,
+    opened: std::result::Result<transport::Socket, String>,
 ) {
     let Some(r) = current(env) else { return };
     let Some(client) = r.clients.borrow().get(&key).cloned() else {
@@ -219,7 +221,7 @@ pub fn register(env: &Env, client: &core::Client) -> bool {
     if uvloop::switched_off() {
         return false;
     }
-    let Some(infos) = uvloop::fast_targets(client) else {
+    let Some(infos) = uvloop::fast_targets(client.inner()) else {
         return false;
     };
     let Some(r) = reactor(env.raw()) else {

@@ -8,9 +8,10 @@ use std::time::Instant;
 
 use super::reactor::{closed, deliver, opened, Reactor, REACTOR};
 use super::uv::{self, Handle, Uv};
+use crate::core::drivers::uvloop;
 use crate::core::error::NodeAnswer;
 use crate::core::memory::Peak;
-use crate::core::uvloop::{self, Done, OnReply, Wire};
+use crate::core::transport::uvloop::{self as transport, Done, OnReply, Wire};
 
 /// Replies a fast connection may owe before new acquisitions take the tokio
 /// path, which paces their attempts (releases and extensions stay here: their
@@ -35,7 +36,7 @@ pub(super) struct Conn {
 }
 
 impl Conn {
-    pub(super) fn open(r: &Rc<Reactor>, sock: uvloop::Socket) -> Option<Rc<Conn>> {
+    pub(super) fn open(r: &Rc<Reactor>, sock: transport::Socket) -> Option<Rc<Conn>> {
         let handle = unsafe { r.uv.poll(r.uv_loop, sock.raw_fd())? };
         opened();
         let conn = Rc::new(Conn {

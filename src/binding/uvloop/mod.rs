@@ -10,7 +10,7 @@
 //! `reactor` holds a thread's loop, deadline timer and teardown, `conn` one
 //! connection's poll handle, `clients` each client's connections, `acquire` an
 //! acquisition's promise and its wakes, `ops` release's and extend's
-//! promises (the operations themselves are `core::uvloop`'s), and
+//! promises (the operations themselves are `core::drivers::uvloop`'s), and
 //! `runtime` tells Node's own loop from the runtimes that only mimic it.
 
 #[cfg(unix)]
@@ -62,7 +62,7 @@ mod off {
     pub fn release<'env>(
         _: &'env Env,
         _: &Lock,
-    ) -> Option<PromiseRaw<'env, crate::core::lock::Release>> {
+    ) -> Option<PromiseRaw<'env, crate::core::engine::lock::Release>> {
         None
     }
     pub fn extend<'env>(

@@ -15,9 +15,10 @@ use super::conn::Conn;
 use super::reactor::Reactor;
 use crate::binding::errors::{to_napi, JsResult};
 use crate::binding::settle::{self, Deferred};
+use crate::core::drivers::uvloop;
+use crate::core::engine::lock::Release;
 use crate::core::error::NodeAnswer;
-use crate::core::lock::Release;
-use crate::core::uvloop;
+use crate::core::transport::uvloop as transport;
 use crate::core::Lock;
 
 /// Settles at once, or after the events the operation reported.
@@ -51,7 +52,7 @@ pub(super) fn fan_out<Op: 'static>(
     let deadline = Instant::now() + timeout;
     for (i, found) in found.into_iter().enumerate() {
         let (op, answer) = (op.clone(), answer.clone());
-        let on_reply: uvloop::OnReply = Box::new(move |reply| {
+        let on_reply: transport::OnReply = Box::new(move |reply| {
             if let Ok(mut op) = op.try_borrow_mut() {
                 answer(&mut op, i, reply);
             }

@@ -18,7 +18,7 @@ use super::conn::Conn;
 use super::runtime;
 use super::uv::{self, Handle, Uv};
 use crate::binding::settle::JsQueue;
-use crate::core::uvloop::Done;
+use crate::core::transport::uvloop::Done;
 
 /// One JS thread's loop, its deadline timer and its clients' fast state.
 pub(super) struct Reactor {

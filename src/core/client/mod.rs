@@ -1,6 +1,7 @@
 //! The public client: it checks input, builds the nodes, prepares requests
 //! and closes; `stored.rs` looks at or clears stored lock keys. Taking a
-//! lock is `acquire/`, keeping it `renew.rs`. Every operation goes to all nodes in
+//! lock is `drivers/` (this client's own `acquire` runs tokio's), keeping
+//! it `engine/renew.rs`. Every operation goes to all nodes in
 //! parallel and needs a quorum (floor(N/2) + 1; 1 of 1 for a single node),
 //! decided in `quorum/`.
 
@@ -12,14 +13,15 @@ use futures_util::future::join_all;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::config::{AcquireOptions, AcquireSpec, ClientConfig};
+use crate::core::engine::acquire::Request;
+use crate::core::engine::adopt;
+use crate::core::engine::inner::{EventHook, Inner};
+use crate::core::engine::lock::Lock;
+use crate::core::engine::stats::StatsSnapshot;
 use crate::core::error::{ErrorCode, LockError, Result};
-use crate::core::keys::{self, fence_key, lock_keys};
-use crate::core::lock::Lock;
-use crate::core::model::{self, Request};
-use crate::core::runtime::Node;
-use crate::core::shared::{EventHook, Inner};
-use crate::core::stats::StatsSnapshot;
-use crate::core::{acquire, adopt};
+use crate::core::model;
+use crate::core::model::keys::{self, fence_key, lock_keys};
+use crate::core::transport::tokio::Node;
 
 mod stored;
 
@@ -93,7 +95,7 @@ impl Client {
     }
 
     /// Each node's name and health, in order.
-    pub fn health(&self) -> Vec<(&str, crate::core::health::NodeStatus)> {
+    pub fn health(&self) -> Vec<(&str, crate::core::engine::health::NodeStatus)> {
         let inner = &self.inner;
         (0..inner.nodes.len())
             .map(|i| (&*inner.nodes[i].name, inner.health.status(i)))
@@ -170,7 +172,7 @@ impl Client {
         request: Request,
         cancel: CancellationToken,
     ) -> Result<Lock> {
-        acquire::acquire(&self.inner, request, cancel).await
+        crate::core::drivers::tokio::acquire(&self.inner, request, cancel).await
     }
 
     /// One attempt: the lock, or `None` when another owner holds it.
@@ -311,7 +313,7 @@ impl Client {
     }
 
     /// Counts the permits held in the semaphore `name` by unexpired holders.
-    pub async fn count_permits(&self, name: &str) -> Result<crate::core::semaphore::Count> {
+    pub async fn count_permits(&self, name: &str) -> Result<crate::core::engine::semaphore::Count> {
         stored::count_permits(&self.inner, name).await
     }
 
@@ -369,7 +371,7 @@ impl Client {
 
     /// Ends the client. At once ([`Client::begin_close`] included): every
     /// lock still held ends with the `ERR_LOCK_CLOSED` its holder is told
-    /// ([`crate::core::lock_state::LockState::ending`]), the watchdog stops, and `ended` runs (the
+    /// ([`crate::core::engine::lock_state::LockState::ending`]), the watchdog stops, and `ended` runs (the
     /// holders are told) before anything is sent. The future then releases
     /// those locks, waits for the cleanup releases still running in the
     /// background and closes the connections. A later call does nothing.

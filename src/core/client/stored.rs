@@ -8,11 +8,11 @@ use futures_util::future::join_all;
 
 #[cfg(doc)]
 use super::Client;
+use crate::core::engine::inner::Inner;
+use crate::core::engine::semaphore;
 use crate::core::error::{NodeAnswer, NodeReport, Result};
-use crate::core::keys::{self, fence_key, lock_keys};
+use crate::core::model::keys::{self, fence_key, lock_keys};
 use crate::core::quorum::{self, Released, Tally};
-use crate::core::semaphore;
-use crate::core::shared::Inner;
 
 #[derive(Debug, Clone)]
 pub struct Inspection {

@@ -2,7 +2,7 @@
 //! read-write lock's attempt ([`PermitsLease`]) and of a fair one ([`FairLease`]),
 //! and the companion keys they live beside, in the lock key's hash slot.
 
-use crate::core::keys;
+use crate::core::model::keys;
 
 /// One attempt's keys and leases on a node.
 pub struct PermitsLease<'a> {

@@ -1,44 +1,22 @@
 //! The data every layer of the lock shares, with no I/O and no awaits: what
 //! kind of lock an acquisition takes, the token it carries and the
 //! [`LockKind`] a lock keeps in its state (`kind.rs`), the keys and leases
-//! one attempt sends to a node (`lease.rs`); here, each node's answer to a
-//! lock's last operation ([`Answers`]) and the checked request ([`Request`]).
-//! The transports (`runtime/`, `uvloop/`) and the engine (`acquire/`) both build
-//! on it; it builds on neither.
+//! one attempt sends to a node (`lease.rs`), the keys and channels of a lock
+//! (`keys.rs`); here, each node's answer to a lock's last operation
+//! ([`Answers`]). Every other layer builds on it; it builds on none of them.
 
+pub mod keys;
 mod kind;
 mod lease;
 
-use crate::core::config::AcquireSpec;
 use crate::core::error::NodeAnswer;
 use crate::core::sync;
-use crate::core::waiters::Arrival;
 pub use kind::{
     check_permits, fair, fair_permits, rw_permits, token, Kind, LockKind, Permits, MAX_LIMIT,
     READERS,
 };
 pub use lease::{beside, line_keys, writer_key, FairLease, PermitsLease};
 use std::sync::{Arc, Mutex};
-
-// An acquisition as data: the checked [`Request`].
-
-/// A checked acquisition, ready to send.
-pub struct Request {
-    pub(crate) names: Vec<String>,
-    pub(crate) spec: AcquireSpec,
-    /// Permits of a semaphore rather than a lock.
-    pub(crate) permits: Option<Permits>,
-    /// The caller's place among this client's callers of the key (a plain
-    /// lock on one key): its first attempt goes after theirs were answered.
-    pub(crate) arrival: Option<Arrival>,
-}
-
-impl Request {
-    /// The resolved options.
-    pub fn spec(&self) -> &AcquireSpec {
-        &self.spec
-    }
-}
 
 // Each node's answer to a lock's last operation, kept with the lock.
 

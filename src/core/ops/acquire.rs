@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use super::gather::{unexpected, Answer};
 use super::gather::{Gather, Progress};
 use crate::core::error::NodeAnswer;
+use crate::core::ops::scripts::{self, Call};
 use crate::core::quorum::{self, Acquired, Tally};
-use crate::core::scripts::{self, Call};
 
 /// The acquire script for the lock `keys` and their fence counters
 /// `fences` (none without fencing).

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use super::gather::{counted, Answer};
 use super::gather::{Gather, Progress};
 use crate::core::error::NodeAnswer;
+use crate::core::ops::scripts::{self, Call};
 use crate::core::quorum::{self, Renewed, Tally};
-use crate::core::scripts::{self, Call};
 use crate::core::time::later;
 
 /// The extend script for `keys` held by `token`, to a lease of `ttl_ms`.

@@ -1,12 +1,12 @@
 //! The lock operations, each written once as a sans-I/O step: what to send
-//! (a [`Call`](crate::core::scripts::Call) of a script, which both transports
+//! (a [`Call`](crate::core::ops::scripts::Call) of a script, which both transports
 //! write), the replies in, one node's [`Reply`] at a time, and the outcome
 //! once decided. No sockets, no tasks, no clock: the time an outcome depends
 //! on (`now`) is an argument.
 //!
-//! Two drivers run them: the runtime path (`runtime/`, tokio's, which turns a
-//! `redis::Value` into a [`Reply`]) and the fast path on the JS thread's
-//! loop (`uvloop/`, which parses the RESP bytes into one). NOSCRIPT is the
+//! Two drivers run them (`drivers/`) over two transports (`transport/`):
+//! tokio's redis-rs connections, which turn a `redis::Value` into a
+//! [`Reply`], and the JS thread's loop, which parses the RESP bytes into one. NOSCRIPT is the
 //! transports' business (the EVAL sent again once); an operation never
 //! sees it unless that failed too.
 //!
@@ -15,8 +15,9 @@
 //! `acquisition` a whole acquisition of any kind of lock, attempts, undos
 //! and waits, as one machine; `gather` holds an operation's answers so far
 //! and hands back those that come after its outcome (the driver records
-//! them with the lock). `core::transports_agree` feeds both drivers the same
-//! replies and checks that every operation comes to the same outcome.
+//! them with the lock); `scripts` embeds every Lua script once.
+//! `transport/agree_tests.rs` feeds both transports the same replies and
+//! checks that every operation comes to the same outcome.
 
 pub mod acquire;
 pub mod acquisition;
@@ -25,5 +26,6 @@ pub mod gather;
 pub mod permits;
 pub mod release;
 pub mod renew;
+pub mod scripts;
 
 pub use gather::{Answer, Gather, Progress, Reply};

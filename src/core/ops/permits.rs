@@ -4,9 +4,9 @@
 use super::gather::{counted, unexpected, Answer, Reply};
 use crate::core::broken;
 use crate::core::error::NodeAnswer;
-use crate::core::keys;
+use crate::core::model::keys;
 use crate::core::model::{line_keys, FairLease, Permits, PermitsLease};
-use crate::core::scripts::{self, Call};
+use crate::core::ops::scripts::{self, Call};
 
 /// The semaphore's acquire script for `lease`: `p.permits` of `p.limit`
 /// (a read-write lock's reader or writer by `p.kind`).

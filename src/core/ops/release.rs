@@ -5,8 +5,8 @@ use super::gather::{counted, Answer};
 use super::gather::{Gather, Progress};
 use crate::core::error::NodeAnswer;
 use crate::core::model::LockKind;
+use crate::core::ops::scripts::{self, Call};
 use crate::core::quorum::{self, Released, Tally};
-use crate::core::scripts::{self, Call};
 
 /// The release script for `keys` held by `token`; `channel_prefix` names
 /// where waiters hear of it ("" for no notice).

@@ -5,7 +5,7 @@ use std::ops::Range;
 
 use super::gather::{unexpected, Answer, Reply};
 use crate::core::error::NodeAnswer;
-use crate::core::scripts::{self, Call};
+use crate::core::ops::scripts::{self, Call};
 
 /// Most keys one renewal script touches: Redis runs a script without
 /// interruption, so a larger batch is cut into several calls (pipelined).

@@ -10,7 +10,7 @@ use super::super::gather::Answer;
 use super::super::{permits, release};
 use crate::core::error::{LockError, NodeAnswer, NodeReport};
 use crate::core::model::{self, line_keys, FairLease, Permits};
-use crate::core::scripts::Call;
+use crate::core::ops::scripts::Call;
 use crate::core::time::ms_of;
 
 /// What an attempt takes.

@@ -35,7 +35,7 @@ pub(super) fn plan(nodes: usize, wait_ms: u64, retry_count: Option<u32>, fencing
         retry_count,
         wait_timeout: ms(wait_ms),
         notices: true,
-        channel: crate::core::keys::CHANNEL_PREFIX,
+        channel: crate::core::model::keys::CHANNEL_PREFIX,
         wait_replicas: None,
         take: Take::Lock,
     }
@@ -111,7 +111,7 @@ fn run_to_end(a: &mut Acquisition, t0: Instant, reply: impl Fn() -> Answer) -> (
 
 /// The script a transmit runs, by its name in the scripts table.
 fn is_release(t: &Transmit) -> bool {
-    std::ptr::eq(t.call.script, &*crate::core::scripts::RELEASE)
+    std::ptr::eq(t.call.script, &*crate::core::ops::scripts::RELEASE)
 }
 
 #[test]
@@ -788,9 +788,14 @@ fn permits_are_taken_by_the_semaphore_script_and_undone_like_a_lock() {
     let script = first[0].call.script.get_hash().to_string();
     assert_eq!(
         script,
-        crate::core::scripts::SEM_ACQUIRE.get_hash().to_string()
+        crate::core::ops::scripts::SEM_ACQUIRE
+            .get_hash()
+            .to_string()
     );
-    assert_ne!(script, crate::core::scripts::ACQUIRE.get_hash().to_string());
+    assert_ne!(
+        script,
+        crate::core::ops::scripts::ACQUIRE.get_hash().to_string()
+    );
     // A semaphore grants `[1, count]` (no fence) or answers `[0, wait]`.
     a.handle_reply(
         0,
@@ -809,7 +814,7 @@ fn permits_are_taken_by_the_semaphore_script_and_undone_like_a_lock() {
     );
     assert_eq!(
         undo[0].call.script.get_hash().to_string(),
-        crate::core::scripts::RELEASE.get_hash().to_string()
+        crate::core::ops::scripts::RELEASE.get_hash().to_string()
     );
     a.handle_reply(0, Purpose::Undo(1), released(), t0 + ms(4));
     let at = a.poll_timeout().expect("a pause");

@@ -6,8 +6,8 @@ use std::time::Instant;
 use super::tests::{drain, events, failed, granted, ms, plan, won};
 use super::*;
 use crate::core::error::ErrorCode;
+use crate::core::ops::scripts;
 use crate::core::ops::Reply as R;
-use crate::core::scripts;
 
 fn fair_plan(fencing: bool, wait_ms: u64) -> Plan {
     let mut p = plan(1, wait_ms, None, fencing);

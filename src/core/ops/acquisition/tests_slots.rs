@@ -6,8 +6,8 @@ use std::time::Instant;
 use super::tests::{drain, events, failed, ms, plan, won};
 use super::*;
 use crate::core::error::ErrorCode;
+use crate::core::ops::scripts;
 use crate::core::ops::Reply as R;
-use crate::core::scripts;
 
 fn slots_plan(nodes: usize, retry_count: Option<u32>) -> Plan {
     let mut permits = crate::core::model::check_permits(3, 2).expect("permits");

@@ -16,23 +16,23 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::plan_of;
-use super::register;
-use super::{behind_earlier_callers, queue_up, timer_fired, woke, Queued};
+use crate::core::engine::acquire::{
+    behind_earlier_callers, plan_of, queue_up, register, timer_fired, woke, Queued, Request,
+};
+use crate::core::engine::inner::Inner;
+use crate::core::engine::lock::Lock;
 use crate::core::error::{NodeAnswer, Result};
-use crate::core::lock::Lock;
-use crate::core::model::{LateAnswers, Request};
+use crate::core::model::LateAnswers;
 use crate::core::ops::acquisition::{Acquisition, Cancel, Event, Outcome, Purpose, Take, Transmit};
 use crate::core::ops::Answer;
-use crate::core::runtime::Connection;
-use crate::core::shared::Inner;
+use crate::core::transport::tokio::Connection;
 
 /// A node's reply to one of the machine's commands (with how many replicas
 /// acknowledged an attempt that waited for them).
 type Arrived = (usize, Purpose, Answer, Option<u32>);
 
 /// Takes the lock (or permits) `request` asks for.
-pub(super) async fn acquire(
+pub(crate) async fn acquire(
     inner: &Arc<Inner>,
     request: Request,
     cancel: CancellationToken,

@@ -13,18 +13,18 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::broken;
 use crate::core::config::ClientConfig;
+use crate::core::engine::health::{self, Health};
+use crate::core::engine::lock_state::{LockState, Release};
+use crate::core::engine::stats::Stats;
+use crate::core::engine::waiters::Waiters;
+use crate::core::engine::watchdog::Watchdog;
 use crate::core::error::{LockError, NodeAnswer, NodeReport, Result};
-use crate::core::health::{self, Health};
-use crate::core::lock_state::{LockState, Release};
 use crate::core::model::{Answers, LockKind};
 use crate::core::ops::gather::Gather;
 use crate::core::quorum::{self, Released, Tally};
-use crate::core::runtime::collect::{Call, Collect};
-use crate::core::runtime::{Node, Renewal};
-use crate::core::stats::Stats;
 use crate::core::time::{later, wait_until};
-use crate::core::waiters::Waiters;
-use crate::core::watchdog::Watchdog;
+use crate::core::transport::tokio::collect::{Call, Collect};
+use crate::core::transport::tokio::{Node, Renewal};
 
 /// What the client reports as it happens, e.g. to raise JS events.
 #[non_exhaustive]

@@ -10,8 +10,8 @@ use super::renewals::extend_on;
 use super::reply::{bounded, fault};
 use super::{Connection, Node, Renewal, Target};
 use crate::core::error::NodeAnswer;
+use crate::core::ops::scripts::Call;
 use crate::core::ops::Answer;
-use crate::core::scripts::Call;
 
 /// How many acquisitions or extensions may wait for replicas at once, per node.
 const ACKED_CONNECTIONS: usize = 4;

@@ -5,12 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{packed, Decided, Late, Packed, Reply};
+use crate::core::engine::inner::Inner;
+use crate::core::engine::lock::{Lock, Release};
+use crate::core::engine::lock_state::LockState;
 use crate::core::error::Result;
-use crate::core::keys::CHANNEL_PREFIX;
-use crate::core::lock::{Lock, Release};
-use crate::core::lock_state::LockState;
+use crate::core::model::keys::CHANNEL_PREFIX;
 use crate::core::ops;
-use crate::core::shared::Inner;
 
 /// A release on every node, its answers so far.
 pub struct FastRelease {

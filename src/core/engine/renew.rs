@@ -10,15 +10,15 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
+use crate::core::engine::inner::{Event, Inner};
+use crate::core::engine::lock_state::lost;
+use crate::core::engine::lock_state::{LockState, Status};
+use crate::core::engine::watchdog::{Renewer, Watchdog};
 use crate::core::error::{LockError, NodeAnswer, Result};
-use crate::core::lock_state::lost;
-use crate::core::lock_state::{LockState, Status};
 use crate::core::ops;
 use crate::core::quorum::{Renewed, Tally};
-use crate::core::runtime::Renewal;
-use crate::core::shared::{Event, Inner};
 use crate::core::time::{later, ms_of};
-use crate::core::watchdog::{Renewer, Watchdog};
+use crate::core::transport::tokio::Renewal;
 
 const MAX_HOLD_REACHED: &str = "maxHold was reached, so the watchdog let it expire";
 

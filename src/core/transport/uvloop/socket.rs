@@ -10,8 +10,8 @@ use bytes::BytesMut;
 use redis::{ConnectionAddr, ConnectionInfo};
 
 use super::resp;
+use crate::core::ops::scripts::source;
 use crate::core::ops::Reply;
-use crate::core::scripts::source;
 
 /// A connected socket.
 pub enum Socket {

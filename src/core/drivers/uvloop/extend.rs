@@ -5,12 +5,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{packed, Decided, Late, Packed, Reply};
+use crate::core::engine::inner::Inner;
+use crate::core::engine::lock::Lock;
+use crate::core::engine::lock_state::LockState;
+use crate::core::engine::renew;
 use crate::core::error::Result;
-use crate::core::lock::Lock;
-use crate::core::lock_state::LockState;
 use crate::core::ops;
-use crate::core::renew;
-use crate::core::shared::Inner;
 use crate::core::time::ms_of;
 
 /// A manual extension on every node, its answers so far.
@@ -24,7 +24,7 @@ pub struct FastExtend {
     op: ops::extend::Extend,
     late: Late,
     /// Holds off renewals of this lock until the outcome.
-    lease: Option<crate::core::lock_state::LeaseGuard>,
+    lease: Option<crate::core::engine::lock_state::LeaseGuard>,
 }
 
 /// Starts extending `lock` to `ttl` at `now`; `None` sends it the tokio way,

@@ -16,16 +16,15 @@ use std::time::{Duration, Instant};
 use super::{packed, Packed, Reply};
 use tokio::runtime::Handle;
 
-use crate::core::acquire::{
+use crate::core::engine::acquire::{
     behind_earlier_callers, join, plan_of, register, timer_fired, woke, Queued, Request,
 };
-use crate::core::client::Client;
+use crate::core::engine::inner::{Inner, Running};
+use crate::core::engine::lock::Lock;
+use crate::core::engine::waiters::Waker;
 use crate::core::error::LockError;
-use crate::core::lock::Lock;
 use crate::core::model::LateAnswers;
 use crate::core::ops::acquisition::{Acquisition, Cancel, Event, Outcome, Purpose};
-use crate::core::shared::{Inner, Running};
-use crate::core::waiters::Waker;
 
 /// The acquisition of `request` on the JS thread, its first attempt ready
 /// to send once its turn came (earlier callers of its client for the key
@@ -34,13 +33,13 @@ use crate::core::waiters::Waker;
 /// thread (the key's subscription). Once it waits (for its turn, in the
 /// key's line, or in a pause) it wants a [`Waker`]
 /// ([`FastAcquire::wants_waker`]).
-pub fn fast_acquire(
-    client: &Client,
+pub(crate) fn fast_acquire(
+    inner: &Arc<Inner>,
     request: Box<Request>,
     runtime: Handle,
     connecting: bool,
 ) -> std::result::Result<FastAcquire, Box<Request>> {
-    let inner = client.inner().clone();
+    let inner = inner.clone();
     if inner.ensure_accepting().is_err() {
         return Err(request);
     }
@@ -391,6 +390,7 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
+    use crate::core::client::Client;
     use crate::core::config::{AcquireOptions, ClientConfig, NodeSpec};
     use crate::core::ops::Reply as R;
 
@@ -433,7 +433,12 @@ mod tests {
         connecting: bool,
     ) -> FastAcquire {
         let request = c.prepare_lock(vec!["k".into()], opts).expect("a request");
-        match fast_acquire(c, Box::new(request), rt.handle().clone(), connecting) {
+        match fast_acquire(
+            c.inner(),
+            Box::new(request),
+            rt.handle().clone(),
+            connecting,
+        ) {
             Ok(op) => op,
             Err(_) => panic!("a plain lock is driven here"),
         }

@@ -25,10 +25,10 @@ use super::reply::{answer_of, bounded, is_noscript, recovering, within};
 use super::{acked, notices, permits, renewals, Connection, Node};
 use crate::core::broken;
 use crate::core::error::NodeAnswer;
-use crate::core::keys::CHANNEL_PREFIX;
+use crate::core::model::keys::CHANNEL_PREFIX;
 use crate::core::model::{line_keys, LockKind};
+use crate::core::ops::scripts::{self, Call};
 use crate::core::ops::{self, renew::Renewal, Answer, Reply};
-use crate::core::scripts::{self, Call};
 
 impl Node {
     /// Releases what `token` holds at `keys`, as its `kind` is given back

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::core::engine::inner::Inner;
+use crate::core::engine::lock_state::lost;
+use crate::core::engine::lock_state::LockState;
+pub use crate::core::engine::lock_state::{Release, Status};
 use crate::core::error::{ErrorCode, LockError, NodeReport, Result};
-use crate::core::lock_state::lost;
-use crate::core::lock_state::LockState;
-pub use crate::core::lock_state::{Release, Status};
-use crate::core::shared::Inner;
 
 /// What [`Lock::hand_over`] gives the client that continues the lock.
 #[derive(Debug, Clone)]
@@ -194,6 +194,6 @@ impl Lock {
     /// Extends the lease to `ttl` from now (same token) and makes `ttl` the
     /// lease the watchdog keeps renewing. Never recreates a missing key.
     pub async fn extend(&self, ttl: Duration) -> Result<()> {
-        crate::core::renew::extend(&self.0.inner, self.state(), ttl).await
+        crate::core::engine::renew::extend(&self.0.inner, self.state(), ttl).await
     }
 }

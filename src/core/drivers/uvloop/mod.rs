@@ -1,7 +1,7 @@
-//! The fast path's napi-free half: a plain connection's transport
-//! ([`wire`] over a [`socket`], replies parsed by [`resp`]) and the driver of
-//! the acquire, release and extend operations of `core::ops`, fed one node
-//! reply at a time. Whoever owns the sockets (the JS thread's event loop)
+//! The JS-loop driver's napi-free half: it runs the acquisition machine and
+//! the release and extend operations of `core::ops` over a plain
+//! connection's transport (`transport/uvloop`), fed one node reply at a
+//! time. Whoever owns the sockets (the JS thread's event loop)
 //! sends [`Packed`] commands and hands each reply to `answer`; the outcome is
 //! the same as the tokio path's: the same operations, the same quorum
 //! verdicts, the same lock state, errors and node reports.
@@ -9,27 +9,23 @@
 mod acquire;
 mod extend;
 mod release;
-pub mod resp;
-pub mod socket;
-pub mod wire;
 
 use std::sync::Arc;
 
 use redis::ConnectionInfo;
 
 use crate::core::broken::{self, Broken};
-use crate::core::client::Client;
+use crate::core::engine::inner::{Inner, Running};
 use crate::core::error::NodeAnswer;
 use crate::core::model::{Answers, LateAnswers};
+use crate::core::ops::scripts::Call;
 use crate::core::ops::Progress;
-use crate::core::scripts::Call;
-use crate::core::shared::{Inner, Running};
+use crate::core::transport::uvloop::wire::{self, Script};
 
-pub use acquire::{fast_acquire, FastAcquire, Send, Step};
+pub(crate) use acquire::fast_acquire;
+pub use acquire::{FastAcquire, Send, Step};
 pub use extend::{fast_extend, FastExtend};
 pub use release::{fast_release, FastRelease};
-pub use socket::Socket;
-pub use wire::{Done, OnReply, Wire};
 
 /// What a command came back with: a reply, or the node's fault.
 pub type Reply = crate::core::ops::Answer;
@@ -37,8 +33,8 @@ pub type Reply = crate::core::ops::Answer;
 /// Opens `client`'s runtime connections in the background (the watchdog
 /// renews on them), so that the first renewal of a lock this thread's loop
 /// took finds them open.
-pub fn warm_runtime(client: &Client, runtime: &tokio::runtime::Handle) {
-    let inner = client.inner().clone();
+pub(crate) fn warm_runtime(inner: &Arc<Inner>, runtime: &tokio::runtime::Handle) {
+    let inner = inner.clone();
     runtime.spawn(async move {
         let opening = inner.nodes.iter().map(|n| n.connection());
         let _ = futures_util::future::join_all(opening).await;
@@ -55,7 +51,7 @@ pub fn switched_off() -> bool {
 
 /// A script call packed once as EVALSHA, shared by every node it goes to;
 /// the EVAL sent on NOSCRIPT is built from it only then.
-pub type Packed = Arc<wire::Script>;
+pub type Packed = Arc<Script>;
 
 /// `call` packed for the wire (every script of `scripts` has its source;
 /// one without would have no EVAL to recover from NOSCRIPT with).
@@ -130,8 +126,7 @@ pub trait Decided {
 
 /// Where the fast path may connect for `client`: every node a plain master
 /// (no TLS, no cluster, RESP2), and no deliberately broken mode.
-pub fn fast_targets(client: &Client) -> Option<Vec<ConnectionInfo>> {
-    let inner = client.inner();
+pub(crate) fn fast_targets(inner: &Inner) -> Option<Vec<ConnectionInfo>> {
     if inner.cfg.has_cluster() || broken::mode() != Broken::None {
         return None;
     }

@@ -10,11 +10,11 @@ use redis::RedisError;
 use crate::core::error::NodeAnswer;
 use crate::core::model::Answers;
 use crate::core::ops::permits::{self, SlotReply};
+use crate::core::ops::scripts;
 use crate::core::ops::{acquire, extend, release, renew, Answer, Gather, Progress, Reply};
 use crate::core::quorum::{Acquired, Released, Renewed};
-use crate::core::runtime::reply::answer_of;
-use crate::core::scripts;
-use crate::core::uvloop::resp;
+use crate::core::transport::tokio::reply::answer_of;
+use crate::core::transport::uvloop::resp;
 
 /// The tokio driver's reply for these bytes.
 fn tokio(bytes: &[u8]) -> Answer {
@@ -549,7 +549,9 @@ fn renew_noscript_reads_as_the_nodes_noscript_for_the_recovery() {
     let answers = same(b"-NOSCRIPT No matching script\r\n", |r| {
         renew::answers(r, 1)
     });
-    assert!(crate::core::runtime::reply::is_noscript(&answers[0]));
+    assert!(crate::core::transport::tokio::reply::is_noscript(
+        &answers[0]
+    ));
 }
 
 #[test]
@@ -655,7 +657,7 @@ fn gather_at_quorum_counts_every_node() {
 #[test]
 fn the_fast_eval_on_noscript_is_the_eval_redis_rs_packs() {
     let call = extend::call(&["k".to_string()], "t", 30);
-    let script = crate::core::uvloop::wire::Script::of(&call).expect("a known script");
+    let script = crate::core::transport::uvloop::wire::Script::of(&call).expect("a known script");
     assert_eq!(script.evalsha(), call.cmd(false).get_packed_command());
     assert_eq!(script.eval(), Some(call.cmd(true).get_packed_command()));
 }
@@ -717,7 +719,7 @@ fn a_fair_release_is_ours_only_when_handed_on() {
 
 #[test]
 fn resp3_values_read_as_their_resp2_shapes() {
-    use crate::core::runtime::reply::reply_of;
+    use crate::core::transport::tokio::reply::reply_of;
     use redis::Value;
     assert_eq!(reply_of(Value::Okay), Reply::Status("OK".into()));
     assert_eq!(reply_of(Value::Boolean(true)), Reply::Int(1));
@@ -736,7 +738,7 @@ fn resp3_values_read_as_their_resp2_shapes() {
 fn a_noscript_server_error_value_is_noscript_on_tokio_too() {
     let value = redis::parse_redis_value(b"-NOSCRIPT No matching script\r\n").expect("parsed");
     assert_eq!(
-        crate::core::runtime::reply::reply_of(value),
+        crate::core::transport::tokio::reply::reply_of(value),
         Reply::NoScript
     );
 }
@@ -762,7 +764,8 @@ fn a_call_as_another_scripts_eval_keeps_its_keys_and_args() {
 
 #[test]
 fn a_script_without_source_has_no_eval_to_recover_with() {
-    let script = crate::core::uvloop::wire::Script::new(b"*1\r\n$4\r\nPING\r\n".to_vec(), "");
+    let script =
+        crate::core::transport::uvloop::wire::Script::new(b"*1\r\n$4\r\nPING\r\n".to_vec(), "");
     assert_eq!(script.eval(), None);
 }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::lock_state::{LockState, Status};
+use crate::core::engine::lock_state::{LockState, Status};
 use crate::core::sync;
 use crate::core::time::{from_us, later, to_us};
 
@@ -272,7 +272,7 @@ async fn run<R: Renewer>(owner: Weak<R>, wake: Arc<Notify>, stop: CancellationTo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::lock_state::held_for_test;
+    use crate::core::engine::lock_state::held_for_test;
 
     /// A held lock `id` with a 3 s TTL renewed every second, valid for `valid_for`.
     fn lock(id: u64, valid_for: Duration) -> Arc<LockState> {

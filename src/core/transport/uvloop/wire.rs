@@ -16,8 +16,8 @@ use super::resp;
 use super::socket::Socket;
 use crate::core::error::NodeAnswer;
 use crate::core::memory::Peak;
+use crate::core::ops::scripts::Call;
 use crate::core::ops::{Answer, Reply};
-use crate::core::scripts::Call;
 use crate::core::time::later;
 
 /// Runs once with the reply of the command it was sent with.

@@ -1,7 +1,7 @@
 //! The waiting queues, the line of arrivals and the fair hand-offs.
 
 use super::*;
-use crate::core::keys::channel;
+use crate::core::model::keys::channel;
 use std::time::Duration;
 
 impl Waiters {

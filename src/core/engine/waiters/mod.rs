@@ -36,7 +36,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
-use crate::core::keys::CHANNEL_PREFIX;
+use crate::core::model::keys::CHANNEL_PREFIX;
 use crate::core::sync;
 
 mod handoff;

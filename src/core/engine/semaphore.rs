@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use futures_util::future::join_all;
 
+use crate::core::engine::inner::Inner;
 use crate::core::error::{NodeAnswer, Result};
 use crate::core::quorum;
-use crate::core::shared::Inner;
 
 /// What [`count_permits`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

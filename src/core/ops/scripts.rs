@@ -12,26 +12,26 @@ use redis::Script;
 /// The source of every script, in the order of [`ALL`].
 pub mod source {
     pub const ACQUIRE: &str = concat!(
-        include_str!("../scripts/fence.lua"),
-        include_str!("../scripts/acquire.lua")
+        include_str!("../../scripts/fence.lua"),
+        include_str!("../../scripts/acquire.lua")
     );
-    pub const RELEASE: &str = include_str!("../scripts/release.lua");
-    pub const EXTEND: &str = include_str!("../scripts/extend.lua");
-    pub const RENEW: &str = include_str!("../scripts/renew.lua");
-    pub const SEM_ACQUIRE: &str = include_str!("../scripts/sem_acquire.lua");
-    pub const SEM_COUNT: &str = include_str!("../scripts/sem_count.lua");
-    pub const SEM_SLOTS: &str = include_str!("../scripts/sem_slots.lua");
-    pub const SEM_UNDO: &str = include_str!("../scripts/sem_undo.lua");
+    pub const RELEASE: &str = include_str!("../../scripts/release.lua");
+    pub const EXTEND: &str = include_str!("../../scripts/extend.lua");
+    pub const RENEW: &str = include_str!("../../scripts/renew.lua");
+    pub const SEM_ACQUIRE: &str = include_str!("../../scripts/sem_acquire.lua");
+    pub const SEM_COUNT: &str = include_str!("../../scripts/sem_count.lua");
+    pub const SEM_SLOTS: &str = include_str!("../../scripts/sem_slots.lua");
+    pub const SEM_UNDO: &str = include_str!("../../scripts/sem_undo.lua");
     pub const FAIR_ACQUIRE: &str = concat!(
-        include_str!("../scripts/fence.lua"),
-        include_str!("../scripts/fair_acquire.lua")
+        include_str!("../../scripts/fence.lua"),
+        include_str!("../../scripts/fair_acquire.lua")
     );
-    pub const FAIR_SEM_ACQUIRE: &str = include_str!("../scripts/fair_sem_acquire.lua");
+    pub const FAIR_SEM_ACQUIRE: &str = include_str!("../../scripts/fair_sem_acquire.lua");
     pub const FAIR_RELEASE: &str = concat!(
-        include_str!("../scripts/fence.lua"),
-        include_str!("../scripts/fair_release.lua")
+        include_str!("../../scripts/fence.lua"),
+        include_str!("../../scripts/fair_release.lua")
     );
-    pub const FAIR_LEAVE: &str = include_str!("../scripts/fair_leave.lua");
+    pub const FAIR_LEAVE: &str = include_str!("../../scripts/fair_leave.lua");
 }
 
 /// Takes all keys for a token (all or nothing); idempotent for the same token.

@@ -8,16 +8,17 @@ use std::time::Instant;
 
 use futures_util::future::join_all;
 
+use crate::core::engine::acquire::Request;
+use crate::core::engine::inner::Inner;
+use crate::core::engine::lock::Lock;
+use crate::core::engine::lock_state::lost;
+use crate::core::engine::lock_state::{LockState, NewLock};
 use crate::core::error::{LockError, NodeAnswer, Result};
-use crate::core::keys;
-use crate::core::lock::Lock;
-use crate::core::lock_state::lost;
-use crate::core::lock_state::{LockState, NewLock};
-use crate::core::model::{Answers, Request};
+use crate::core::model::keys;
+use crate::core::model::Answers;
 use crate::core::quorum::{self, Renewed, Tally};
-use crate::core::runtime::Renewal;
-use crate::core::shared::Inner;
 use crate::core::time::{later, ms_of};
+use crate::core::transport::tokio::Renewal;
 
 /// The longest token accepted: lockdog's own are 36 characters; other
 /// libraries' values are short too, and a value this long is a mistake.
@@ -98,7 +99,7 @@ pub(crate) async fn adopt(inner: &Arc<Inner>, request: Request, token: String) -
     }
     let kind = inner.stored_kind(&keys).await;
     let state = Arc::new(LockState::new(NewLock {
-        id: crate::core::lock_state::new_id(),
+        id: crate::core::engine::lock_state::new_id(),
         keys,
         prefix_len: inner.cfg.key_prefix.len(),
         kind,

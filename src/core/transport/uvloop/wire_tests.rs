@@ -6,7 +6,7 @@ use std::os::unix::net::UnixStream;
 use std::rc::Rc;
 
 use super::*;
-use crate::core::uvloop::socket::Socket;
+use crate::core::transport::uvloop::socket::Socket;
 
 /// A wire on one end of a socket pair; the test plays the server.
 fn pair() -> (Wire, UnixStream) {

@@ -14,9 +14,9 @@ use super::reply::{answer_of, bounded, recovering};
 use super::Connection;
 use crate::core::broken;
 use crate::core::error::NodeAnswer;
-use crate::core::keys::key_slot;
+use crate::core::model::keys::key_slot;
+use crate::core::ops::scripts;
 use crate::core::ops::{self, renew::Renewal};
-use crate::core::scripts;
 
 /// A batch of renewals on a given connection, one answer per renewal.
 pub(super) async fn extend_on(

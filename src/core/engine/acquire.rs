@@ -1,10 +1,9 @@
-//! The engine that takes locks: `drive.rs` runs an acquisition machine
-//! (`ops::acquisition`, every kind of lock) on tokio from its turn to its
-//! outcome, as the JS thread's driver (`uvloop/acquire.rs`) does there. Here,
-//! what both drivers share around the machine: what it is given for a request
-//! ([`plan_of`]), a won attempt becoming a held lock ([`register`]), and
-//! waiting in line for release notices ([`join`], [`Queued`]). What a request
-//! and a lock kind are lives in `model/`.
+//! What both drivers (`drivers/tokio.rs`, `drivers/uvloop/`) share around
+//! the acquisition machine (`ops::acquisition`): the checked [`Request`] a
+//! caller hands them (with its place among the client's callers of the
+//! key), what the machine is given for it ([`plan_of`]), a won attempt
+//! becoming a held lock ([`register`]), and waiting in line for release
+//! notices ([`join`], [`Queued`]). What a lock kind is lives in `model/`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -13,33 +12,38 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 use crate::core::broken;
 use crate::core::config::AcquireSpec;
+use crate::core::engine::lock::Lock;
+use crate::core::engine::lock_state::{LockState, NewLock};
 use crate::core::error::Result;
-use crate::core::keys::{self, channel, CHANNEL_PREFIX};
-use crate::core::lock::Lock;
-use crate::core::lock_state::{LockState, NewLock};
+use crate::core::model::keys::{self, channel, CHANNEL_PREFIX};
 // The model's type the fast path still names by its former path.
-pub(crate) use crate::core::model::Request;
-use crate::core::model::{self, Answers, Kind, LateAnswers, LockKind};
+use crate::core::engine::inner::Inner;
+use crate::core::engine::waiters::{Arrival, Place};
+use crate::core::model::{self, Answers, Kind, LateAnswers, LockKind, Permits};
 use crate::core::ops::acquire::LeaseTerms;
 use crate::core::ops::acquisition::{Acquisition, Handoff, Plan, Take, Won as MachineWon};
-use crate::core::runtime::NoticeSink;
-use crate::core::shared::Inner;
 use crate::core::time::{later, ms_of};
-use crate::core::waiters::{Arrival, Place};
+use crate::core::transport::tokio::NoticeSink;
 
-mod drive;
+/// A checked acquisition, ready to send.
+pub struct Request {
+    pub(crate) names: Vec<String>,
+    pub(crate) spec: AcquireSpec,
+    /// Permits of a semaphore rather than a lock.
+    pub(crate) permits: Option<Permits>,
+    /// The caller's place among this client's callers of the key (a plain
+    /// lock on one key): its first attempt goes after theirs were answered.
+    pub(crate) arrival: Option<Arrival>,
+}
 
-/// Takes the lock (or permits) `request` asks for, waiting within its bounds.
-pub(crate) async fn acquire(
-    inner: &Arc<Inner>,
-    request: Request,
-    cancel: CancellationToken,
-) -> Result<Lock> {
-    drive::acquire(inner, request, cancel).await
+impl Request {
+    /// The resolved options.
+    pub fn spec(&self) -> &AcquireSpec {
+        &self.spec
+    }
 }
 
 // What the acquisition machine is given for a request on this client: its
@@ -149,7 +153,7 @@ impl Inner {
         let started = broken::validity_start(won.started);
         let drift = self.cfg.drift_for(spec.ttl);
         let state = Arc::new(LockState::new(NewLock {
-            id: crate::core::lock_state::new_id(),
+            id: crate::core::engine::lock_state::new_id(),
             keys,
             prefix_len: self.cfg.key_prefix.len(),
             token: won.token,
@@ -214,7 +218,7 @@ pub(crate) fn register(
 /// in call order (its `arrival`, else behind everyone); the first
 /// local waiter subscribes to its release notices on every node, waiting
 /// for that at most `timeout`.
-pub(super) async fn queue_up(
+pub(crate) async fn queue_up(
     inner: &Arc<Inner>,
     key: &str,
     token: &str,

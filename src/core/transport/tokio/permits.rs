@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::Node;
 use crate::core::error::NodeAnswer;
-use crate::core::scripts;
+use crate::core::ops::scripts;
 
 /// The members of a semaphore's holders whose lease has not ended.
 pub(super) async fn permit_holders(

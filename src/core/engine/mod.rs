@@ -1,0 +1,18 @@
+//! What a client keeps between operations: its shared state and nodes
+//! (`inner.rs`), a won attempt becoming a held lock and the lines of
+//! waiting callers (`acquire.rs`, `waiters/`), the held lock (`lock.rs`,
+//! `lock_state.rs`), the watchdog (`watchdog.rs` schedules, `renew.rs`
+//! renews and extends), continuing a lock (`adopt.rs`), semaphores' counts
+//! and node health. It runs no acquisition itself: the drivers do.
+
+pub(crate) mod acquire;
+pub mod adopt;
+pub mod health;
+pub(crate) mod inner;
+pub mod lock;
+pub mod lock_state;
+pub(crate) mod renew;
+pub mod semaphore;
+pub mod stats;
+pub mod waiters;
+pub mod watchdog;
