@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use lockdog::core::keys::key_slot;
+use lockdog::core::model::keys::key_slot;
 use lockdog::core::{
     Client, ClientConfig, ErrorCode, Event, EventHook, Lock, NodeAnswer, NodeSpec,
 };

@@ -3,7 +3,7 @@
 
 mod support;
 
-use lockdog::core::lock::Status;
+use lockdog::core::engine::lock::Status;
 use lockdog::core::{AcquireOptions, Client, ClientConfig, ErrorCode};
 use tokio_util::sync::CancellationToken;
 

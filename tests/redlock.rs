@@ -7,7 +7,7 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use lockdog::core::lock::Status;
+use lockdog::core::engine::lock::Status;
 use lockdog::core::{Client, ClientConfig, ErrorCode, Event, EventHook, NodeAnswer};
 use tokio_util::sync::CancellationToken;
 

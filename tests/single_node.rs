@@ -6,7 +6,7 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lockdog::core::lock::Status;
+use lockdog::core::engine::lock::Status;
 use lockdog::core::{Client, ClientConfig, ErrorCode, NodeAnswer};
 use tokio_util::sync::CancellationToken;
 

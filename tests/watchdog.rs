@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use lockdog::core::lock::Status;
+use lockdog::core::engine::lock::Status;
 use lockdog::core::{Client, ClientConfig, ErrorCode, Event, EventHook, NodeAnswer};
 use tokio_util::sync::CancellationToken;
 
