@@ -36,7 +36,7 @@ function code(text) {
   const stripped = text
     .replace(/\/\/[^\n]*/g, '')
     .replace(/"(?:[^"\\]|\\.)*"/g, '""')
-  const cut = stripped.search(/^#\[cfg\(test\)\]\s*mod \w+ \{/m)
+  const cut = stripped.search(/^#\[cfg\(test\)\]\s*(?:pub(?:\([\w:]+\))?\s+)?mod \w+ \{/m)
   return cut === -1 ? stripped : stripped.slice(0, cut)
 }
 

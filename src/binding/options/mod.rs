@@ -1,13 +1,12 @@
 //! Options as JavaScript passes them. Numbers arrive as doubles and are checked
 //! by the core (`ERR_OUT_OF_RANGE` for NaN, fractions, negatives, too large).
-//! `client.rs` is a client's options, `acquire.rs` one acquisition's and
-//! what it takes (lock, permits, a read-write side, fair or not), `packed.rs`
-//! the same options packed in a typed array (the form `lib/` sends),
+//! `client.rs` is a client's options, `acquire.rs` one acquisition's (as an
+//! object, or packed in a typed array: the form `lib/` sends) and what it
+//! takes (lock, permits, a read-write side, fair or not),
 //! `reports.rs` what goes back to JS (counters, an inspection, a count).
 
 mod acquire;
 mod client;
-mod packed;
 mod reports;
 
 pub use acquire::{AcquireKind, AcquireOptions};

@@ -320,6 +320,21 @@ where
     }
 }
 
+/// Settles at once or, when the operation reported events (`in_turn`),
+/// after them.
+pub(crate) fn finish<T: ToNapiValue + Send + 'static>(
+    env: sys::napi_env,
+    deferred: Deferred,
+    result: JsResult<T>,
+    in_turn: bool,
+) {
+    if in_turn {
+        settle_in_turn(env, deferred, result);
+    } else {
+        deferred.settle(env, result);
+    }
+}
+
 /// Runs work on this JS thread from any thread, through its queue; it does
 /// not keep the event loop alive by itself.
 #[derive(Clone)]

@@ -15,12 +15,11 @@ use napi::{sys, Env};
 
 use super::clients::{key_of, lookup, Found, Opened};
 use super::conn::Conn;
-use super::ops::finish;
 use super::reactor::Reactor;
 use crate::binding::cancel::CancelHandle;
 use crate::binding::errors::to_napi;
 use crate::binding::lock::Taken;
-use crate::binding::settle::{self, Deferred};
+use crate::binding::settle::{self, finish, Deferred};
 use crate::core::drivers::uvloop;
 use crate::core::error::NodeAnswer;
 use crate::core::ops::acquisition::Purpose;

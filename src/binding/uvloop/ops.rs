@@ -13,27 +13,13 @@ use napi::{sys, Env};
 use super::clients::{lookup, FastClient, Found};
 use super::conn::Conn;
 use super::reactor::Reactor;
-use crate::binding::errors::{to_napi, JsResult};
-use crate::binding::settle::{self, Deferred};
+use crate::binding::errors::to_napi;
+use crate::binding::settle::{self, finish, Deferred};
 use crate::core::drivers::uvloop;
 use crate::core::engine::lock::Release;
 use crate::core::error::NodeAnswer;
 use crate::core::transport::uvloop as transport;
 use crate::core::Lock;
-
-/// Settles at once, or after the events the operation reported.
-pub(super) fn finish<T: ToNapiValue + Send + 'static>(
-    env: sys::napi_env,
-    deferred: Deferred,
-    result: JsResult<T>,
-    in_turn: bool,
-) {
-    if in_turn {
-        settle::settle_in_turn(env, deferred, result);
-    } else {
-        deferred.settle(env, result);
-    }
-}
 
 /// Sends one operation's command to every node (one being opened: once it
 /// is; one down answers unreachable); `answer` takes each reply and, once,

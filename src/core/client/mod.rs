@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::core::config::{AcquireOptions, AcquireSpec, ClientConfig};
 use crate::core::engine::acquire::Request;
 use crate::core::engine::adopt;
+use crate::core::engine::ending;
 use crate::core::engine::inner::{EventHook, Inner};
 use crate::core::engine::lock::Lock;
 use crate::core::engine::stats::StatsSnapshot;
@@ -398,7 +399,7 @@ impl Client {
             if !first {
                 return;
             }
-            join_all(held.iter().map(|s| inner.release_state(s))).await;
+            join_all(held.iter().map(|s| ending::release_state(&inner, s))).await;
             // Cleanup releases still running (undone attempts, lost locks) go first.
             inner.settled().await;
             for node in &inner.nodes {

@@ -1,22 +1,20 @@
 //! Validated settings with their defaults. Every default lives here, once
 //! (this file); `client.rs` is a client's settings and the bounds they set
-//! for each lock, `nodes.rs` what a lock node is (a master, a cluster, a
-//! master found through Sentinel), `acquire.rs` one acquisition's options
+//! for each lock, and what a lock node is (a master, a cluster, a master
+//! found through Sentinel), `acquire.rs` one acquisition's options
 //! and their resolved form, `numbers.rs` the checks on numbers from JS.
 
 use std::time::Duration;
 
 mod acquire;
 mod client;
-mod nodes;
 mod numbers;
 #[cfg(test)]
 mod tests;
 
 pub use crate::core::tls::TlsConfig;
 pub use acquire::{AcquireOptions, AcquireSpec};
-pub use client::ClientConfig;
-pub use nodes::{NodeSpec, SentinelConfig};
+pub use client::{ClientConfig, NodeSpec, SentinelConfig};
 pub use numbers::{lease_millis, millis, whole_number};
 
 /// Largest wait, delay or timeout accepted, in ms (what a 32-bit signed timer can hold).

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use futures_util::future::join_all;
 
-use crate::core::engine::acquire::Request;
+use crate::core::engine::acquire::{self, Request};
 use crate::core::engine::inner::Inner;
 use crate::core::engine::lock::Lock;
 use crate::core::engine::lock_state::lost;
@@ -119,7 +119,7 @@ pub(crate) async fn adopt(inner: &Arc<Inner>, request: Request, token: String) -
     inner.stats.held.fetch_add(1, Ordering::Relaxed);
     inner.watchdog.start(inner);
     inner.watchdog.watch(state.clone());
-    inner.unless_closed(Lock::new(state, inner.clone()))
+    acquire::unless_closed(inner, Lock::new(state, inner.clone()))
 }
 
 #[cfg(test)]

@@ -1,30 +1,27 @@
 //! What every lock of one client shares: its nodes, settings, watchdog,
 //! waiting queues and counters, and the steps every operation ends with
-//! (report node faults, finish the nodes still out in the background, release
-//! and extend at quorum, declare a lock lost).
+//! (report node faults, finish the nodes still out in the background); how
+//! a held lock ends is `ending.rs`.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::broken;
 use crate::core::config::ClientConfig;
 use crate::core::engine::health::{self, Health};
-use crate::core::engine::lock_state::{LockState, Release};
 use crate::core::engine::stats::Stats;
 use crate::core::engine::waiters::Waiters;
 use crate::core::engine::watchdog::Watchdog;
 use crate::core::error::{LockError, NodeAnswer, NodeReport, Result};
-use crate::core::model::{Answers, LockKind};
-use crate::core::ops::gather::Gather;
-use crate::core::quorum::{self, Released, Tally};
-use crate::core::time::{later, wait_until};
-use crate::core::transport::tokio::collect::{Call, Collect};
-use crate::core::transport::tokio::{Node, Renewal};
+use crate::core::model::LockKind;
+use crate::core::quorum::{self};
+use crate::core::time::wait_until;
+use crate::core::transport::tokio::collect::Collect;
+use crate::core::transport::tokio::Node;
 
 /// What the client reports as it happens, e.g. to raise JS events.
 #[non_exhaustive]
@@ -58,6 +55,9 @@ pub(crate) struct Inner {
     pub nodes: Vec<Node>,
     /// Each node's name, in order (shared by every acquisition's plan).
     pub node_names: Arc<[String]>,
+    /// Some node is not a cluster: release notices reach its waiters (a
+    /// cluster would broadcast every notice to all its nodes).
+    pub hears_notices: bool,
     /// `close()` ended the held locks: nothing more is sent for this client.
     pub closed: AtomicBool,
     /// Cancelled when `close()` is called: no new acquisition or adoption is
@@ -112,6 +112,7 @@ impl Inner {
             me: me.clone(),
             cfg,
             node_names: nodes.iter().map(|n| n.name.clone()).collect(),
+            hears_notices: nodes.iter().any(|n| !n.is_cluster()),
             nodes,
             closed: AtomicBool::new(false),
             closing: CancellationToken::new(),
@@ -267,58 +268,6 @@ impl Inner {
         }
     }
 
-    /// Ends `state` as released in this process, before anything is sent: the
-    /// watchdog stops renewing it and it no longer counts as held. False when
-    /// it had already ended (released, lost, handed over or dropped).
-    pub(crate) fn let_go(&self, state: &LockState) -> bool {
-        self.stop_holding(state, state.end_released())
-    }
-
-    /// Ends `state` as handed over: as [`Inner::let_go`], and nothing is
-    /// sent, now or later.
-    pub(crate) fn hand_over(&self, state: &LockState) -> bool {
-        self.stop_holding(state, state.end_handed_over())
-    }
-
-    fn stop_holding(&self, state: &LockState, ended: bool) -> bool {
-        if !ended {
-            return false;
-        }
-        self.watchdog.unwatch(state);
-        self.stats.held.fetch_sub(1, Ordering::Relaxed);
-        true
-    }
-
-    /// The verdict of a caller's release (after [`Inner::let_go`]), counted;
-    /// either driver gathers the answers. Keys gone or another owner's mean
-    /// the lock was lost before the release: it is recorded as lost, and the
-    /// caller reports the loss it is given.
-    pub(crate) fn released_by_caller(
-        &self,
-        state: &LockState,
-        answers: &[NodeAnswer],
-    ) -> Result<Release> {
-        if self.release_verdict(state, answers)? {
-            self.stats.released.fetch_add(1, Ordering::Relaxed);
-            return Ok(Release::Released);
-        }
-        match state.lost_before_release() {
-            Some(loss) => {
-                self.stats.lost.fetch_add(1, Ordering::Relaxed);
-                Ok(Release::Lost(loss))
-            }
-            None => Ok(Release::NotHeld),
-        }
-    }
-
-    /// Sends a token-checked release everywhere; the lock has already ended locally.
-    /// Resolves once a quorum deleted our keys: on a minority of nodes the
-    /// release may still be on its way (a background task `close()` awaits).
-    pub async fn release_state(self: &Arc<Self>, state: &LockState) -> Result<bool> {
-        let answers = self.release_until_decided(state, None).await;
-        self.release_verdict(state, &answers)
-    }
-
     /// Hands the nodes of `collect` still out to a background task, which
     /// reports their faults as they come and records their answers late.
     pub fn finish_in_background<T: Send + 'static>(self: &Arc<Self>, collect: Collect<T>) {
@@ -332,149 +281,4 @@ impl Inner {
                 .await;
         });
     }
-
-    /// Token-checked release of a lock's keys on every node, answered once a
-    /// quorum deleted them (or, failing that, once every node answered).
-    /// With `longest`, only keys whose lease has no more than that left go
-    /// (the cleanup of a lock that lapsed).
-    pub(crate) async fn release_until_decided(
-        self: &Arc<Self>,
-        state: &LockState,
-        longest: Option<Duration>,
-    ) -> Vec<NodeAnswer> {
-        let longest_ms = longest.map(crate::core::time::ms_of);
-        let timeout = self.cfg.command_timeout;
-        let keys: Arc<[String]> = Arc::from(&state.keys[..]);
-        let token: Arc<str> = state.token.as_str().into();
-        let kind = state.kind;
-        let calls = (0..self.nodes.len())
-            .map(|i| -> Call<()> {
-                let (inner, keys, token) = (self.clone(), keys.clone(), token.clone());
-                Box::pin(async move {
-                    let answer = inner.nodes[i]
-                        .release(&keys, &token, kind, longest_ms, timeout)
-                        .await;
-                    (answer, ())
-                })
-            })
-            .collect();
-        let mut collect = Collect::new(calls, Some(state.answers.clone()));
-        let answers = collect.until(Gather::at_quorum).await;
-        self.finish_in_background(collect);
-        answers
-    }
-
-    /// One lock's extension on every node, answered once a quorum re-armed
-    /// its keys (or, failing that, once every node answered).
-    pub(crate) async fn extend_until_decided(
-        self: &Arc<Self>,
-        renewal: &Renewal<'_>,
-        timeout: Duration,
-        record: &Answers,
-    ) -> Vec<NodeAnswer> {
-        let keys: Arc<[String]> = renewal.keys.into();
-        let token: Arc<str> = renewal.token.into();
-        let ttl_ms = renewal.ttl_ms;
-        let calls = (0..self.nodes.len())
-            .map(|i| -> Call<()> {
-                let (inner, keys, token) = (self.clone(), keys.clone(), token.clone());
-                Box::pin(async move {
-                    let one = [Renewal {
-                        keys: &keys,
-                        token: &token,
-                        ttl_ms,
-                    }];
-                    let mut answers = inner.nodes[i].extend_batch(&one, timeout).await;
-                    (answers.pop().unwrap_or(NodeAnswer::Timeout), ())
-                })
-            })
-            .collect();
-        let mut collect = Collect::new(calls, Some(record.clone()));
-        let answers = collect.until(Gather::at_quorum).await;
-        self.finish_in_background(collect);
-        answers
-    }
-
-    /// What a release's answers (decided at quorum) mean for its caller.
-    pub(crate) fn release_verdict(
-        &self,
-        state: &LockState,
-        answers: &[NodeAnswer],
-    ) -> Result<bool> {
-        let answers = answers.to_vec();
-        self.report_faults(&answers);
-        match quorum::released(&Tally::of(&answers)) {
-            Released::Released => Ok(true),
-            Released::NotOurs => Ok(false),
-            Released::NoQuorum => {
-                let label = state.label();
-                let err = self.no_quorum(&answers, || {
-                    format!("release of \"{label}\" reached too few nodes")
-                });
-                let message = format!("{}; the lock expires by its TTL", err.message);
-                Err(LockError { message, ..err }.with_key(label))
-            }
-        }
-    }
-
-    /// Ends a held lock as lost: notifies once, then releases it everywhere
-    /// (token-checked, so only what is still ours goes).
-    pub fn lose(self: &Arc<Self>, state: &Arc<LockState>, why: LockError) {
-        self.end_lost(state, why, Cleanup::Release);
-    }
-
-    /// Ends a held lock whose validity ran out as lost, then frees what is
-    /// still its own at once rather than at its TTL (renewals whose replies
-    /// were lost may have landed): a token-checked release of each key whose
-    /// lease is no longer than this lock's `ttl`, the longest its own
-    /// renewals set (a fair lock's key goes to the next waiter in line). A
-    /// key continued with a longer lease by a client that adopted the token
-    /// is left to it.
-    pub fn lapse(self: &Arc<Self>, state: &Arc<LockState>, why: LockError) {
-        let cleanup = if broken::cleans_up_lapsed() {
-            // Broken on purpose, plain-del: a naive lock cleans up whatever happened.
-            Cleanup::Release
-        } else {
-            Cleanup::Within(state.ttl())
-        };
-        self.end_lost(state, why, cleanup);
-    }
-
-    fn end_lost(self: &Arc<Self>, state: &Arc<LockState>, why: LockError, cleanup: Cleanup) {
-        if broken::swallows_losses() {
-            // Broken on purpose: keep believing in the lock and keep renewing.
-            state.set_deadline(later(Instant::now(), state.ttl()));
-            self.watchdog.watch(state.clone());
-            return;
-        }
-        if !state.end_lost(why.clone()) {
-            return;
-        }
-        self.watchdog.unwatch(state);
-        self.stats.lost.fetch_add(1, Ordering::Relaxed);
-        self.stats.held.fetch_sub(1, Ordering::Relaxed);
-        self.emit(Event::Lost {
-            id: state.id,
-            error: &why,
-        });
-        state.notify_ended();
-        let longest = match cleanup {
-            Cleanup::Release => None,
-            Cleanup::Within(ttl) => Some(ttl),
-        };
-        let inner = self.clone();
-        let state = state.clone();
-        self.in_background(async move {
-            let answers = inner.release_until_decided(&state, longest).await;
-            let _ = inner.release_verdict(&state, &answers);
-        });
-    }
-}
-
-/// What follows a loss on the nodes.
-enum Cleanup {
-    /// A token-checked release.
-    Release,
-    /// A token-checked release of the keys with no more than this left.
-    Within(Duration),
 }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::core::engine::ending;
 use crate::core::engine::inner::Inner;
 use crate::core::engine::lock_state::lost;
 use crate::core::engine::lock_state::LockState;
@@ -29,7 +30,7 @@ struct LockHandle {
 impl Drop for LockHandle {
     /// A lock nobody can reach any more is never renewed again; its keys expire by TTL.
     fn drop(&mut self) {
-        self.inner.let_go(&self.state);
+        ending::let_go(&self.inner, &self.state);
     }
 }
 
@@ -151,11 +152,11 @@ impl Lock {
     pub async fn release_reporting(&self) -> Result<Release> {
         let state = self.state();
         let inner = &self.0.inner;
-        if !inner.let_go(state) {
+        if !ending::let_go(inner, state) {
             return Ok(Release::NotHeld);
         }
-        let answers = inner.release_until_decided(state, None).await;
-        inner.released_by_caller(state, &answers)
+        let answers = ending::release_until_decided(inner, state, None).await;
+        ending::released_by_caller(inner, state, &answers)
     }
 
     /// Lets go of the lock without releasing it, for another client to
@@ -173,7 +174,7 @@ impl Lock {
             Status::HandedOver => "it was handed over",
             Status::Lost => "it is no longer held",
             Status::Held if !state.is_held() => "its validity ran out",
-            Status::Held if inner.hand_over(state) => {
+            Status::Held if ending::hand_over(inner, state) => {
                 return Ok(HandOver {
                     names: self.names(),
                     token: state.token.to_string(),

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use crate::core::error::LockError;
-use crate::core::model::{Answers, LockKind};
+use crate::core::model::keys::Keys;
+use crate::core::model::{Answers, LockKind, Token};
 use crate::core::sync;
 use crate::core::time::{from_us, ms_of, to_us, wait_until};
 
@@ -91,72 +92,6 @@ const NOT_WATCHED: u64 = u64::MAX;
 pub fn new_id() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     NEXT.fetch_add(1, Ordering::Relaxed)
-}
-
-/// A lock's keys: one (nearly every lock) kept without a list of its own.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Keys {
-    One(String),
-    Many(Vec<String>),
-}
-
-impl std::ops::Deref for Keys {
-    type Target = [String];
-
-    fn deref(&self) -> &[String] {
-        match self {
-            Keys::One(key) => std::slice::from_ref(key),
-            Keys::Many(keys) => keys,
-        }
-    }
-}
-
-impl From<Vec<String>> for Keys {
-    fn from(mut keys: Vec<String>) -> Keys {
-        match keys.pop() {
-            Some(key) if keys.is_empty() => Keys::One(key),
-            Some(key) => {
-                keys.push(key);
-                Keys::Many(keys)
-            }
-            None => Keys::Many(keys),
-        }
-    }
-}
-
-/// A lock's token: one of a UUID's length (nearly every lock's) kept in place, any other
-/// (a semaphore's permits, an adopted token) as given.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Token {
-    Uuid([u8; 36]),
-    Other(String),
-}
-
-impl Token {
-    pub fn as_str(&self) -> &str {
-        match self {
-            // Made only from a `str` of that length (see `From<String>`).
-            Token::Uuid(bytes) => std::str::from_utf8(bytes).unwrap_or_default(),
-            Token::Other(token) => token,
-        }
-    }
-}
-
-impl std::ops::Deref for Token {
-    type Target = str;
-
-    fn deref(&self) -> &str {
-        self.as_str()
-    }
-}
-
-impl From<String> for Token {
-    fn from(token: String) -> Token {
-        match <[u8; 36]>::try_from(token.as_bytes()) {
-            Ok(bytes) => Token::Uuid(bytes),
-            Err(_) => Token::Other(token),
-        }
-    }
 }
 
 /// Holds off renewals of a lock while a PEXPIRE of it is out (see
@@ -454,51 +389,35 @@ pub fn lost(label: &str, reason: &str) -> LockError {
     .with_key(label)
 }
 
-/// A plain lock `id` on one key, held for `valid_for` from now (for tests).
 #[cfg(test)]
-pub(crate) fn held_for_test(
-    id: u64,
-    valid_for: Duration,
-    ttl: Duration,
-    renew_every: Duration,
-) -> LockState {
-    LockState::new(NewLock {
-        id,
-        keys: vec!["k".into()],
-        prefix_len: 0,
-        token: "t".into(),
-        kind: LockKind::Plain,
-        attempts: 1,
-        deadline: Instant::now() + valid_for,
-        ttl,
-        renew_every,
-        hold_until: None,
-        auto_renew: true,
-        fence: None,
-        wait_replicas: None,
-        answers: Answers::default(),
-    })
-}
-
-#[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use crate::core::error::ErrorCode;
 
-    #[test]
-    fn one_key_and_a_uuid_token_are_kept_in_place() {
-        assert_eq!(Keys::from(vec!["a".to_string()]), Keys::One("a".into()));
-        let two = Keys::from(vec!["a".to_string(), "b".to_string()]);
-        assert_eq!(&*two, ["a", "b"]);
-        assert!(Keys::from(Vec::new()).is_empty());
-        let uuid = "0b7e8f5e-7d2c-4c51-9a43-3d4b2f1e6a90".to_string();
-        let token = Token::from(uuid.clone());
-        assert!(matches!(token, Token::Uuid(_)));
-        assert_eq!(&*token, uuid);
-        let permits = Token::from(format!("2:{uuid}"));
-        assert!(matches!(permits, Token::Other(_)));
-        assert_eq!(permits.as_str(), format!("2:{uuid}"));
+    /// A plain lock `id` on one key, held for `valid_for` from now.
+    pub(crate) fn held_for_test(
+        id: u64,
+        valid_for: Duration,
+        ttl: Duration,
+        renew_every: Duration,
+    ) -> LockState {
+        LockState::new(NewLock {
+            id,
+            keys: vec!["k".into()],
+            prefix_len: 0,
+            token: "t".into(),
+            kind: LockKind::Plain,
+            attempts: 1,
+            deadline: Instant::now() + valid_for,
+            ttl,
+            renew_every,
+            hold_until: None,
+            auto_renew: true,
+            fence: None,
+            wait_replicas: None,
+            answers: Answers::default(),
+        })
     }
+    use crate::core::error::ErrorCode;
 
     fn state(valid_for: Duration) -> LockState {
         held_for_test(

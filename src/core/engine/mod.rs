@@ -1,12 +1,14 @@
 //! What a client keeps between operations: its shared state and nodes
 //! (`inner.rs`), a won attempt becoming a held lock and the lines of
 //! waiting callers (`acquire.rs`, `waiters/`), the held lock (`lock.rs`,
-//! `lock_state.rs`), the watchdog (`watchdog.rs` schedules, `renew.rs`
+//! `lock_state.rs`) and how it ends (`ending.rs`: released or extended at
+//! quorum, handed over, lost, lapsed), the watchdog (`watchdog.rs` schedules, `renew.rs`
 //! renews and extends), continuing a lock (`adopt.rs`), semaphores' counts
 //! and node health. It runs no acquisition itself: the drivers do.
 
 pub(crate) mod acquire;
 pub mod adopt;
+pub(crate) mod ending;
 pub mod health;
 pub(crate) mod inner;
 pub mod lock;

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
+use crate::core::engine::ending;
 use crate::core::engine::inner::{Event, Inner};
 use crate::core::engine::lock_state::lost;
 use crate::core::engine::lock_state::{LockState, Status};
@@ -42,7 +43,7 @@ impl Renewer for Inner {
         } else {
             "its validity ran out (it is not renewed automatically)"
         };
-        self.lapse(state, lost(&label, reason));
+        ending::lapse(self, state, lost(&label, reason));
     }
 
     /// Renews a batch in parts of at most [`RENEW_PART`] locks. One part of
@@ -255,7 +256,7 @@ fn settle(
                     Rearm::Extension => "the extension was answered too late to leave any validity",
                 },
             );
-            inner.lose(state, why.clone());
+            ending::lose(inner, state, why.clone());
             Err(why)
         }
         Renewed::Lost => {
@@ -264,7 +265,7 @@ fn settle(
                 "its key was deleted or now holds another owner's token",
             )
             .with_nodes(inner.reports(answers));
-            inner.lose(state, why.clone());
+            ending::lose(inner, state, why.clone());
             Err(why)
         }
         Renewed::NoQuorum => Err(inner
@@ -306,11 +307,7 @@ pub async fn extend(inner: &Arc<Inner>, state: &Arc<LockState>, ttl: Duration) -
             state.answers.start(vec![answer.clone()]);
             vec![answer]
         }
-        _ => {
-            inner
-                .extend_until_decided(&renewal[0], timeout, &state.answers)
-                .await
-        }
+        _ => ending::extend_until_decided(inner, &renewal[0], timeout, &state.answers).await,
     };
     extended(inner, state, &answers, started, ttl)
 }

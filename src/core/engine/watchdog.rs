@@ -272,7 +272,7 @@ async fn run<R: Renewer>(owner: Weak<R>, wake: Arc<Notify>, stop: CancellationTo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::engine::lock_state::held_for_test;
+    use crate::core::engine::lock_state::tests::held_for_test;
 
     /// A held lock `id` with a 3 s TTL renewed every second, valid for `valid_for`.
     fn lock(id: u64, valid_for: Duration) -> Arc<LockState> {

@@ -191,9 +191,48 @@ pub fn check_one_slot(names: &[String], keys: &[String], fence_keys: &[String]) 
     Ok(())
 }
 
+/// A lock's keys: one (nearly every lock) kept without a list of its own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Keys {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl std::ops::Deref for Keys {
+    type Target = [String];
+
+    fn deref(&self) -> &[String] {
+        match self {
+            Keys::One(key) => std::slice::from_ref(key),
+            Keys::Many(keys) => keys,
+        }
+    }
+}
+
+impl From<Vec<String>> for Keys {
+    fn from(mut keys: Vec<String>) -> Keys {
+        match keys.pop() {
+            Some(key) if keys.is_empty() => Keys::One(key),
+            Some(key) => {
+                keys.push(key);
+                Keys::Many(keys)
+            }
+            None => Keys::Many(keys),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_key_is_kept_without_a_list() {
+        assert_eq!(Keys::from(vec!["a".to_string()]), Keys::One("a".into()));
+        let two = Keys::from(vec!["a".to_string(), "b".to_string()]);
+        assert_eq!(&*two, ["a", "b"]);
+        assert!(Keys::from(Vec::new()).is_empty());
+    }
 
     #[test]
     fn keys_are_checked_and_deduplicated() {

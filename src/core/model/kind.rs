@@ -158,10 +158,56 @@ pub fn token(permits: Option<Permits>) -> String {
     }
 }
 
+/// A lock's token: one of a UUID's length (nearly every lock's) kept in place, any other
+/// (a semaphore's permits, an adopted token) as given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Token {
+    Uuid([u8; 36]),
+    Other(String),
+}
+
+impl Token {
+    pub fn as_str(&self) -> &str {
+        match self {
+            // Made only from a `str` of that length (see `From<String>`).
+            Token::Uuid(bytes) => std::str::from_utf8(bytes).unwrap_or_default(),
+            Token::Other(token) => token,
+        }
+    }
+}
+
+impl std::ops::Deref for Token {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl From<String> for Token {
+    fn from(token: String) -> Token {
+        match <[u8; 36]>::try_from(token.as_bytes()) {
+            Ok(bytes) => Token::Uuid(bytes),
+            Err(_) => Token::Other(token),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::core::error::ErrorCode;
+
+    #[test]
+    fn a_uuid_token_is_kept_in_place() {
+        let uuid = "0b7e8f5e-7d2c-4c51-9a43-3d4b2f1e6a90".to_string();
+        let token = Token::from(uuid.clone());
+        assert!(matches!(token, Token::Uuid(_)));
+        assert_eq!(&*token, uuid);
+        let permits = Token::from(format!("2:{uuid}"));
+        assert!(matches!(permits, Token::Other(_)));
+        assert_eq!(permits.as_str(), format!("2:{uuid}"));
+    }
 
     fn sem(limit: u32, permits: u32, kind: Kind) -> Permits {
         Permits {

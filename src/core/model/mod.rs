@@ -12,8 +12,8 @@ mod lease;
 use crate::core::error::NodeAnswer;
 use crate::core::sync;
 pub use kind::{
-    check_permits, fair, fair_permits, rw_permits, token, Kind, LockKind, Permits, MAX_LIMIT,
-    READERS,
+    check_permits, fair, fair_permits, rw_permits, token, Kind, LockKind, Permits, Token,
+    MAX_LIMIT, READERS,
 };
 pub use lease::{beside, line_keys, writer_key, FairLease, PermitsLease};
 use std::sync::{Arc, Mutex};

@@ -13,7 +13,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{packed, Packed, Reply};
+use super::{Packed, Reply};
+use crate::core::transport::uvloop::resp::Script;
 use tokio::runtime::Handle;
 
 use crate::core::engine::acquire::{
@@ -129,7 +130,7 @@ impl FastAcquire {
             let packed = match &self.packed {
                 Some((purpose, p)) if *purpose == t.purpose => p.clone(),
                 _ => {
-                    let p = packed(&t.call);
+                    let p = Script::packed(&t.call);
                     self.packed = Some((t.purpose, p.clone()));
                     p
                 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{packed, Decided, Late, Packed, Reply};
+use super::{Decided, Late, Packed, Reply};
 use crate::core::engine::inner::Inner;
 use crate::core::engine::lock::Lock;
 use crate::core::engine::lock_state::LockState;
@@ -12,6 +12,7 @@ use crate::core::engine::renew;
 use crate::core::error::Result;
 use crate::core::ops;
 use crate::core::time::ms_of;
+use crate::core::transport::uvloop::resp::Script;
 
 /// A manual extension on every node, its answers so far.
 pub struct FastExtend {
@@ -38,7 +39,7 @@ pub fn fast_extend(lock: &Lock, ttl: Duration, now: Instant) -> Option<FastExten
     }
     let lease = state.try_lease_guard()?;
     state.next_generation();
-    let packed = packed(&ops::extend::call(&state.keys, &state.token, ms_of(ttl)));
+    let packed = Script::packed(&ops::extend::call(&state.keys, &state.token, ms_of(ttl)));
     Some(FastExtend {
         op: ops::extend::Extend::new(inner.nodes.len()),
         late: Late::new(inner.clone(), state.answers.clone()),

@@ -18,9 +18,8 @@ use crate::core::broken::{self, Broken};
 use crate::core::engine::inner::{Inner, Running};
 use crate::core::error::NodeAnswer;
 use crate::core::model::{Answers, LateAnswers};
-use crate::core::ops::scripts::Call;
 use crate::core::ops::Progress;
-use crate::core::transport::uvloop::wire::{self, Script};
+pub use crate::core::transport::uvloop::resp::Packed;
 
 pub(crate) use acquire::fast_acquire;
 pub use acquire::{FastAcquire, Send, Step};
@@ -47,16 +46,6 @@ pub fn switched_off() -> bool {
         std::env::var("LOCKDOG_FAST_PATH").as_deref(),
         Ok("0" | "false" | "off")
     )
-}
-
-/// A script call packed once as EVALSHA, shared by every node it goes to;
-/// the EVAL sent on NOSCRIPT is built from it only then.
-pub type Packed = Arc<Script>;
-
-/// `call` packed for the wire (every script of `scripts` has its source;
-/// one without would have no EVAL to recover from NOSCRIPT with).
-fn packed(call: &Call<'_>) -> Packed {
-    Arc::new(wire::Script::of(call).unwrap_or_else(|| wire::Script::new(call.evalsha(), "")))
 }
 
 /// What the driver does with an operation's progress: the answers once

@@ -4,13 +4,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{packed, Decided, Late, Packed, Reply};
+use super::{Decided, Late, Packed, Reply};
+use crate::core::engine::ending;
 use crate::core::engine::inner::Inner;
 use crate::core::engine::lock::{Lock, Release};
 use crate::core::engine::lock_state::LockState;
 use crate::core::error::Result;
 use crate::core::model::keys::CHANNEL_PREFIX;
 use crate::core::ops;
+use crate::core::transport::uvloop::resp::Script;
 
 /// A release on every node, its answers so far.
 pub struct FastRelease {
@@ -26,7 +28,7 @@ pub struct FastRelease {
 /// send (it had already ended), as on tokio.
 pub fn fast_release(lock: &Lock) -> std::result::Result<FastRelease, Release> {
     let (state, inner) = lock.parts();
-    if !inner.let_go(state) {
+    if !ending::let_go(inner, state) {
         return Err(Release::NotHeld);
     }
     let call = ops::release::call_for(state.kind, &state.keys, &state.token, CHANNEL_PREFIX, None);
@@ -35,7 +37,7 @@ pub fn fast_release(lock: &Lock) -> std::result::Result<FastRelease, Release> {
         late: Late::new(inner.clone(), state.answers.clone()),
         inner: inner.clone(),
         state: state.clone(),
-        packed: packed(&call),
+        packed: Script::packed(&call),
         timeout: inner.cfg.command_timeout,
     })
 }
@@ -57,6 +59,10 @@ impl Decided for FastRelease {
 
     fn answer(&mut self, i: usize, reply: Reply) -> Option<Result<Release>> {
         let answers = self.late.follow(self.op.on_reply(i, reply))?;
-        Some(self.inner.released_by_caller(&self.state, &answers))
+        Some(ending::released_by_caller(
+            &self.inner,
+            &self.state,
+            &answers,
+        ))
     }
 }

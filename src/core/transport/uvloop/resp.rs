@@ -1,8 +1,13 @@
-//! The fast path's side of a reply: RESP2 bytes parsed into the operations'
-//! [`Reply`], one whole reply at a time (fast connections speak RESP2 only).
+//! RESP2 on the JS thread's connections: a script call packed once as
+//! EVALSHA ([`Script`], with the EVAL sent on NOSCRIPT), and the bytes of a
+//! reply parsed into the operations' [`Reply`], one whole reply at a time
+//! (these connections speak RESP2 only).
 
 use bytes::{Buf, BytesMut};
 
+use std::sync::Arc;
+
+use crate::core::ops::scripts::Call;
 use crate::core::ops::Reply;
 
 /// Nesting beyond this is not a reply of ours: the connection is out of step.
@@ -80,6 +85,84 @@ fn number(line: &[u8]) -> Result<i64, String> {
         .ok()
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| format!("not a number: {:?}", String::from_utf8_lossy(line)))
+}
+
+/// A script call packed once as EVALSHA, shared by every node it goes to;
+/// the EVAL sent on NOSCRIPT is built from it only then.
+pub type Packed = Arc<Script>;
+
+/// A script call (EVALSHA, packed once and shared by every node it goes
+/// to) and the script's source, for the EVAL sent if a node answers NOSCRIPT.
+pub struct Script {
+    pub(super) evalsha: Vec<u8>,
+    pub(super) source: &'static str,
+}
+
+/// What every EVALSHA packed by redis-rs starts with after its `*N\r\n`.
+const EVALSHA_HEAD: usize = "$7\r\nEVALSHA\r\n$40\r\n".len() + 40 + 2;
+
+impl Script {
+    pub fn new(evalsha: Vec<u8>, source: &'static str) -> Script {
+        Script { evalsha, source }
+    }
+
+    /// `call` packed as EVALSHA, shared by every node it goes to (every
+    /// script of `scripts` has its source; one without would have no EVAL
+    /// to recover from NOSCRIPT with).
+    pub fn packed(call: &Call<'_>) -> Packed {
+        Arc::new(Script::new(call.evalsha(), call.source().unwrap_or("")))
+    }
+
+    pub fn evalsha(&self) -> &[u8] {
+        &self.evalsha
+    }
+
+    /// The same call as EVAL with the source (built only when needed); none
+    /// without a source.
+    pub(crate) fn eval(&self) -> Option<Vec<u8>> {
+        if self.source.is_empty() {
+            return None;
+        }
+        let count_end = self.evalsha.windows(2).position(|w| w == b"\r\n")? + 2;
+        let rest = self.evalsha.get(count_end + EVALSHA_HEAD..)?;
+        if !self.evalsha[count_end..].starts_with(b"$7\r\nEVALSHA\r\n") {
+            return None;
+        }
+        let mut eval = Vec::with_capacity(self.source.len() + self.evalsha.len());
+        eval.extend_from_slice(&self.evalsha[..count_end]);
+        eval.extend_from_slice(b"$4\r\nEVAL\r\n");
+        eval.extend_from_slice(format!("${}\r\n", self.source.len()).as_bytes());
+        eval.extend_from_slice(self.source.as_bytes());
+        eval.extend_from_slice(b"\r\n");
+        eval.extend_from_slice(rest);
+        Some(eval)
+    }
+}
+
+/// The scripts a connection sent again as EVAL after a NOSCRIPT, each with
+/// the first call sent after that EVAL (one script body per flush: the
+/// calls sent before it still go as EVALSHA once it is loaded).
+#[derive(Default)]
+pub struct Reloads(Vec<(&'static str, u64)>);
+
+impl Reloads {
+    /// What to send again for `script`, whose call `seq` was answered
+    /// NOSCRIPT; `next` the sequence number it goes out with.
+    pub fn resend(&mut self, script: &Script, seq: u64, next: u64) -> Option<Vec<u8>> {
+        let source = script.source;
+        let at = self.0.iter().position(|(s, _)| std::ptr::eq(*s, source));
+        if let Some(i) = at {
+            if self.0[i].1 > seq {
+                return Some(script.evalsha.clone());
+            }
+        }
+        let eval = script.eval()?;
+        match at {
+            Some(i) => self.0[i].1 = next,
+            None => self.0.push((source, next)),
+        }
+        Some(eval)
+    }
 }
 
 #[cfg(test)]

@@ -12,11 +12,10 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 
-use super::resp;
+use super::resp::{self, Reloads, Script};
 use super::socket::Socket;
 use crate::core::error::NodeAnswer;
 use crate::core::memory::Peak;
-use crate::core::ops::scripts::Call;
 use crate::core::ops::{Answer, Reply};
 use crate::core::time::later;
 
@@ -24,52 +23,6 @@ use crate::core::time::later;
 pub type OnReply = Box<dyn FnOnce(Answer)>;
 /// Replies to hand out once the connection is no longer borrowed.
 pub type Done = Vec<(OnReply, Answer)>;
-
-/// A script call (EVALSHA, packed once and shared by every node it goes
-/// to) and the script's source, for the EVAL sent if a node answers NOSCRIPT.
-pub struct Script {
-    evalsha: Vec<u8>,
-    source: &'static str,
-}
-
-/// What every EVALSHA packed by redis-rs starts with after its `*N\r\n`.
-const EVALSHA_HEAD: usize = "$7\r\nEVALSHA\r\n$40\r\n".len() + 40 + 2;
-
-impl Script {
-    pub fn new(evalsha: Vec<u8>, source: &'static str) -> Script {
-        Script { evalsha, source }
-    }
-
-    /// `call` packed as EVALSHA; `None` for a script without a known source.
-    pub fn of(call: &Call<'_>) -> Option<Script> {
-        Some(Script::new(call.evalsha(), call.source()?))
-    }
-
-    pub fn evalsha(&self) -> &[u8] {
-        &self.evalsha
-    }
-
-    /// The same call as EVAL with the source (built only when needed); none
-    /// without a source.
-    pub(crate) fn eval(&self) -> Option<Vec<u8>> {
-        if self.source.is_empty() {
-            return None;
-        }
-        let count_end = self.evalsha.windows(2).position(|w| w == b"\r\n")? + 2;
-        let rest = self.evalsha.get(count_end + EVALSHA_HEAD..)?;
-        if !self.evalsha[count_end..].starts_with(b"$7\r\nEVALSHA\r\n") {
-            return None;
-        }
-        let mut eval = Vec::with_capacity(self.source.len() + self.evalsha.len());
-        eval.extend_from_slice(&self.evalsha[..count_end]);
-        eval.extend_from_slice(b"$4\r\nEVAL\r\n");
-        eval.extend_from_slice(format!("${}\r\n", self.source.len()).as_bytes());
-        eval.extend_from_slice(self.source.as_bytes());
-        eval.extend_from_slice(b"\r\n");
-        eval.extend_from_slice(rest);
-        Some(eval)
-    }
-}
 
 /// A command sent, its reply not yet read.
 struct Pending {
@@ -126,7 +79,7 @@ pub struct Wire {
     /// after a NOSCRIPT. A call sent before it and answered NOSCRIPT goes
     /// again as EVALSHA (it now runs after that EVAL): one script body per
     /// flush, however many calls were in flight.
-    reloaded: Vec<(&'static str, u64)>,
+    reloaded: Reloads,
     /// The most replies owed at once since the connection was last idle:
     /// once a burst drains, its queues shrink and the memory goes back.
     peak: Peak,
@@ -146,7 +99,7 @@ impl Wire {
             written: 0,
             progress: Instant::now(),
             last_read: Instant::now(),
-            reloaded: Vec::new(),
+            reloaded: Reloads::default(),
             peak: Peak::default(),
         }
     }
@@ -154,26 +107,6 @@ impl Wire {
     fn next_seq(&mut self) -> u64 {
         self.sent += 1;
         self.sent
-    }
-
-    /// What to send again for `script`, whose call `seq` was answered NOSCRIPT.
-    fn resend(&mut self, script: &Script, seq: u64, next: u64) -> Option<Vec<u8>> {
-        let source = script.source;
-        let at = self
-            .reloaded
-            .iter()
-            .position(|(s, _)| std::ptr::eq(*s, source));
-        if let Some(i) = at {
-            if self.reloaded[i].1 > seq {
-                return Some(script.evalsha.clone());
-            }
-        }
-        let eval = script.eval()?;
-        match at {
-            Some(i) => self.reloaded[i].1 = next,
-            None => self.reloaded.push((source, next)),
-        }
-        Some(eval)
     }
 
     pub fn socket(&self) -> &Socket {
@@ -376,7 +309,7 @@ impl Wire {
                     let again = match (&value, &p.retry) {
                         (Reply::NoScript, Some(script)) => {
                             let next = self.sent + 1;
-                            self.resend(script, p.seq, next)
+                            self.reloaded.resend(script, p.seq, next)
                         }
                         _ => None,
                     };
