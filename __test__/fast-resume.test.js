@@ -3,13 +3,13 @@
 // An attempt that does not take the lock is judged once and undone once: the
 // acquisition goes on from its verdict (pause, next attempt, or the error)
 // without undoing it again. Counted on the node
-// that granted it, with INFO commandstats (every acquire and release is a
-// script call there). Redlock on three nodes, two of them held by another;
+// that granted it, with INFO commandstats (every attempt and undo is one lock
+// command there: a script call, or a first attempt's SET NX PX). Redlock on three nodes, two of them held by another;
 // the tokio path (LOCKDOG_FAST_PATH=0) counts the same.
 
 const { test, before, after, afterEach, describe } = require('node:test')
 const assert = require('node:assert/strict')
-const { startRedis, inspector, waitFor, lockClient, scriptCalls } = require('./helpers')
+const { startRedis, inspector, waitFor, lockClient, lockCalls } = require('./helpers')
 
 let servers = []
 let probes = []
@@ -63,7 +63,7 @@ for (const fast of [true, false]) {
       await waitFor(async () => (await probes[0].exists(key)) === 0, { what: 'the undo' })
       await locks.settled() // any undo still owed has been sent and answered
       // The attempt and one undo.
-      assert.equal(await scriptCalls(probes[0]), 2)
+      assert.equal(await lockCalls(probes[0]), 2)
     })
 
     test('with retries the loop goes on from the first attempt and takes the lock once released', async () => {
@@ -73,16 +73,16 @@ for (const fast of [true, false]) {
       await probes[0].config('RESETSTAT')
       const pending = locks.acquire(key, { ttl: 2000, retryDelay: 100, retryJitter: 0 })
       // A second attempt (attempt, undo, attempt) before the other owner goes.
-      await waitFor(async () => (await scriptCalls(probes[0])) >= 3, { what: 'a second attempt' })
+      await waitFor(async () => (await lockCalls(probes[0])) >= 3, { what: 'a second attempt' })
       await Promise.all(probes.slice(1).map((p) => p.del(key)))
       const lock = await pending
       assert.ok(lock.attempts >= 2, `attempts ${lock.attempts}`)
       // Each attempt, and one undo for each that failed (the last attempt may
       // have been decided before this node's answer).
       const expected = 2 * lock.attempts - 1
-      await waitFor(async () => (await scriptCalls(probes[0])) >= expected, { what: 'the last attempt' })
+      await waitFor(async () => (await lockCalls(probes[0])) >= expected, { what: 'the last attempt' })
       await locks.settled()
-      assert.equal(await scriptCalls(probes[0]), expected)
+      assert.equal(await lockCalls(probes[0]), expected)
       assert.equal(await lock.release(), true)
     })
   })

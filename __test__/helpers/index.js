@@ -156,6 +156,16 @@ async function scriptCalls(redis) {
   return (stats.eval?.calls ?? 0) + (stats.evalsha?.calls ?? 0)
 }
 
+/**
+ * Lock operations a node ran: script calls, and plain first attempts (SET NX PX, then PTTL),
+ * counted by their PTTL. Exact on a node where no key was held by another owner (a script
+ * reads the holder's PTTL too; SET is also what scripts call, and commandstats counts those).
+ */
+async function lockCalls(redis) {
+  const stats = await commandStats(redis)
+  return (stats.eval?.calls ?? 0) + (stats.evalsha?.calls ?? 0) + (stats.pttl?.calls ?? 0)
+}
+
 function lockClient(fast, options) {
   const saved = process.env.LOCKDOG_FAST_PATH
   if (!fast) process.env.LOCKDOG_FAST_PATH = '0'
@@ -167,4 +177,4 @@ function lockClient(fast, options) {
   }
 }
 
-module.exports = { serverAndClient, lockClient, commandStats, scriptCalls, loopLag, startRedis, waitFor, redisServerAvailable, freePort, inspector, runWorker, sleep, aborted, ROOT }
+module.exports = { serverAndClient, lockClient, commandStats, scriptCalls, lockCalls, loopLag, startRedis, waitFor, redisServerAvailable, freePort, inspector, runWorker, sleep, aborted, ROOT }

@@ -6,7 +6,7 @@ use std::ffi::{c_int, c_void};
 use std::rc::Rc;
 use std::time::Instant;
 
-use super::reactor::{closed, deliver, opened, Reactor, REACTOR};
+use super::reactor::{closed, deliver, done_list, opened, Reactor, REACTOR};
 use super::uv::{self, Handle, Uv};
 use crate::core::drivers::uvloop;
 use crate::core::error::NodeAnswer;
@@ -168,7 +168,7 @@ unsafe extern "C" fn on_poll(handle: Handle, status: c_int, events: c_int) {
         return;
     };
     r.in_scope(|| {
-        let mut done = Done::new();
+        let mut done = done_list();
         if let Ok(mut w) = conn.wire.try_borrow_mut() {
             if status < 0 {
                 w.fail(

@@ -397,8 +397,28 @@ unsafe extern "C" fn on_timer(_: Handle) {
     }
 }
 
-pub(super) fn deliver(done: Done) {
-    for (on_reply, reply) in done {
+pub(super) fn deliver(mut done: Done) {
+    for (on_reply, reply) in done.drain(..) {
         on_reply(reply);
     }
+    // Kept for the next poll of this thread (one that began while these
+    // ran made its own).
+    let _ = SPARE_DONE.try_with(|spare| {
+        if spare.borrow().capacity() < done.capacity() && done.capacity() <= 1024 {
+            *spare.borrow_mut() = done;
+        }
+    });
+}
+
+thread_local! {
+    /// An empty list of replies to hand out, for the next poll: a poll
+    /// callback allocates none.
+    static SPARE_DONE: std::cell::RefCell<Done> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// An empty list for the replies a poll reads: the thread's spare one, or a new one.
+pub(super) fn done_list() -> Done {
+    SPARE_DONE
+        .try_with(|spare| std::mem::take(&mut *spare.borrow_mut()))
+        .unwrap_or_default()
 }

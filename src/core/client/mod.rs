@@ -88,7 +88,7 @@ impl Client {
 
     /// True once `close()` was called (it may still be waiting to end the held locks).
     pub fn is_closed(&self) -> bool {
-        self.inner.closing.is_cancelled()
+        self.inner.is_closing()
     }
 
     pub fn stats(&self) -> StatsSnapshot {
@@ -344,7 +344,7 @@ impl Client {
         if inner.closed.swap(true, Ordering::AcqRel) {
             return;
         }
-        inner.closing.cancel();
+        inner.begin_close();
         inner.watchdog.stop();
         let held = inner
             .watchdog
@@ -362,7 +362,7 @@ impl Client {
     /// adoption is taken and those waiting end with `ERR_LOCK_CLOSED`; held
     /// locks stay held (and may be extended) until [`Client::close`].
     pub fn begin_close(&self) {
-        self.inner.closing.cancel();
+        self.inner.begin_close();
     }
 
     /// [`Client::close_telling`] with nobody to tell.
@@ -381,7 +381,7 @@ impl Client {
         let first = !inner.closed.swap(true, Ordering::AcqRel);
         let mut held = Vec::new();
         if first {
-            inner.closing.cancel();
+            inner.begin_close();
             inner.watchdog.stop();
             held = inner
                 .watchdog

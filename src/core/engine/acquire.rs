@@ -82,6 +82,12 @@ pub(crate) fn plan_of(inner: &Inner, request: &Request) -> Plan {
             Vec::new()
         },
         notices: keys.len() == 1 && plain,
+        // (A cluster member keeps the script: one command, routed by key.)
+        plain_first: keys.len() == 1
+            && !fencing
+            && matches!(take, Take::Lock)
+            && spec.wait_replicas.is_none()
+            && !inner.cfg.has_cluster(),
         channel: if plain { CHANNEL_PREFIX } else { "" },
         // (Several nodes: a quorum of masters stands for the replicas.)
         wait_replicas: spec

@@ -65,6 +65,9 @@ pub(crate) struct Inner {
     /// then, not at its next timer. Held locks stay held (and may be extended)
     /// until `closed`.
     pub closing: CancellationToken,
+    /// `closing` as a plain flag, for the checks on every acquisition (a
+    /// token's state sits behind a mutex).
+    close_begun: AtomicBool,
     pub stats: Stats,
     /// Each node's health: up, or down and probed until it answers.
     pub health: Health,
@@ -116,6 +119,7 @@ impl Inner {
             nodes,
             closed: AtomicBool::new(false),
             closing: CancellationToken::new(),
+            close_begun: AtomicBool::new(false),
             stats: Stats::default(),
             health: Health::new(nodes_len),
             watchdog: Watchdog::default(),
@@ -248,10 +252,22 @@ impl Inner {
         quorum::no_quorum(self.reports(answers), message)
     }
 
+    /// `close()` was called: no new acquisition or adoption is taken, and
+    /// those waiting end (see [`Inner::closing`]).
+    pub fn begin_close(&self) {
+        self.close_begun.store(true, Ordering::Release);
+        self.closing.cancel();
+    }
+
+    /// [`Inner::begin_close`] ran.
+    pub fn is_closing(&self) -> bool {
+        self.close_begun.load(Ordering::Acquire)
+    }
+
     /// `Err(ERR_LOCK_CLOSED)` once `close()` was called: for what takes a
     /// new lock (an acquisition, an adoption).
     pub fn ensure_accepting(&self) -> Result<()> {
-        if self.closing.is_cancelled() {
+        if self.is_closing() {
             Err(LockError::closed())
         } else {
             Ok(())

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::gather::{unexpected, Answer};
+use super::gather::{unexpected, Answer, Reply};
 use super::gather::{Gather, Progress};
 use crate::core::error::NodeAnswer;
 use crate::core::ops::scripts::{self, Call};
@@ -23,13 +23,33 @@ pub fn call_fenced(keys: &[String], fences: &[String], token: &str, ttl_ms: u64)
     call
 }
 
-/// One node's reply, `[1, fence]` or `[0, pttl]`: its answer and the first
-/// key's fence value (0 unless granted with fencing).
+/// A first attempt on one key without fencing, plain: `SET key token NX PX
+/// ttl`, and `PTTL key` for the holder's lease when the SET found it taken.
+/// A fresh token is in no key yet, so the script's check for its own token
+/// is not needed; a retry (whose token may have landed) goes by the script.
+pub fn call_plain(key: &str, token: &str, ttl_ms: u64) -> Call<'static> {
+    Call::plain_take(key, token, ttl_ms)
+}
+
+/// One node's reply, `[1, fence]` or `[0, pttl]` (or, to a plain take,
+/// `[OK, _]` or `[nil, pttl]`): its answer and the first key's fence value
+/// (0 unless granted with fencing).
 pub fn answer(reply: Answer) -> (NodeAnswer, i64) {
     let reply = match reply {
         Ok(reply) => reply,
         Err(answer) => return (answer, 0),
     };
+    if let Reply::Array(pair) = &reply {
+        match pair.as_slice() {
+            [Reply::Status(ok), _] if ok == "OK" => return (NodeAnswer::Ok, 0),
+            [Reply::Nil, Reply::Int(pttl)] => {
+                let pttl_ms = u64::try_from(*pttl).ok();
+                return (NodeAnswer::Held { pttl_ms }, 0);
+            }
+            [Reply::Error(fault), _] => return (NodeAnswer::ErrorReply(fault.clone()), 0),
+            _ => {}
+        }
+    }
     match reply.ints().as_deref() {
         Some([1, fence, ..]) => (NodeAnswer::Ok, *fence),
         Some([0, pttl, ..]) => (
@@ -140,5 +160,47 @@ impl Acquire {
     /// Some node answered with a fault.
     pub fn faulted(&self) -> bool {
         self.gather.faulted()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plain_takes_replies_read_as_the_scripts_do() {
+        let pair = |a: Reply, b: Reply| answer(Ok(Reply::Array(vec![a, b])));
+        assert_eq!(
+            pair(Reply::Status("OK".into()), Reply::Int(29_999)),
+            (NodeAnswer::Ok, 0)
+        );
+        assert_eq!(
+            pair(Reply::Nil, Reply::Int(1_234)),
+            (
+                NodeAnswer::Held {
+                    pttl_ms: Some(1_234)
+                },
+                0
+            )
+        );
+        // Expired between the two, or a key without a TTL: held, for how long unknown.
+        assert_eq!(
+            pair(Reply::Nil, Reply::Int(-2)),
+            (NodeAnswer::Held { pttl_ms: None }, 0)
+        );
+        assert_eq!(
+            pair(Reply::Nil, Reply::Int(-1)),
+            (NodeAnswer::Held { pttl_ms: None }, 0)
+        );
+        let wrong = pair(Reply::Error("WRONGTYPE Operation".into()), Reply::Int(5));
+        assert!(matches!(wrong.0, NodeAnswer::ErrorReply(_)));
+        // The script's own replies read as before.
+        let script =
+            |v: Vec<i64>| answer(Ok(Reply::Array(v.into_iter().map(Reply::Int).collect())));
+        assert_eq!(script(vec![1, 7]), (NodeAnswer::Ok, 7));
+        assert_eq!(
+            script(vec![0, 500, 1]),
+            (NodeAnswer::Held { pttl_ms: Some(500) }, 0)
+        );
     }
 }

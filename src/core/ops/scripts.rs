@@ -198,9 +198,8 @@ fn bulk(out: &mut Vec<u8>, arg: &[u8]) {
 
 /// Appends `<kind><n>\r\n`.
 fn header(out: &mut Vec<u8>, kind: u8, n: usize) {
-    use std::io::Write;
     out.push(kind);
-    let _ = write!(out, "{n}");
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
     out.extend_from_slice(b"\r\n");
 }
 
@@ -208,11 +207,17 @@ fn header(out: &mut Vec<u8>, kind: u8, n: usize) {
 /// Both transports write it: tokio as a [`redis::Cmd`] ([`Call::cmd`]), the
 /// fast path as the bytes of [`Call::evalsha`], packed from the wire form
 /// the keys and arguments are kept in.
+///
+/// Or, [`Call::plain_take`], what a lock of one key's first attempt sends
+/// instead of its script: `SET key token NX PX ttl` and `PTTL key`, two
+/// plain commands answered as one array of their two replies (the holder's
+/// lease left when the SET found the key taken).
 #[derive(Debug, Clone)]
 pub struct Call<'s> {
     pub script: &'s Script,
     keys: Packed,
     args: Packed,
+    plain: bool,
 }
 
 impl<'s> Call<'s> {
@@ -221,7 +226,68 @@ impl<'s> Call<'s> {
             script,
             keys: Packed::default(),
             args: Packed::default(),
+            plain: false,
         }
+    }
+
+    /// `SET key token NX PX ttl_ms`, then `PTTL key`: the take of a fresh
+    /// token on one key without its script (no fence, no key that may
+    /// already hold the token). Stands for [`ACQUIRE`]'s call.
+    pub fn plain_take(key: &str, token: &str, ttl_ms: u64) -> Call<'static> {
+        let mut call = Call::new(&ACQUIRE);
+        call.key(key).arg(token).arg(ttl_ms);
+        call.plain = true;
+        call
+    }
+
+    /// Two plain commands ([`Call::plain_take`]) rather than a script.
+    pub fn is_plain(&self) -> bool {
+        self.plain
+    }
+
+    /// [`Call::plain_take`]'s two commands, for tokio.
+    pub fn plain_pipe(&self) -> redis::Pipeline {
+        let mut pipe = redis::pipe();
+        let key = self.keys.parts().next().unwrap_or_default();
+        let mut args = self.args.parts();
+        let (token, ttl) = (
+            args.next().unwrap_or_default(),
+            args.next().unwrap_or_default(),
+        );
+        pipe.cmd("SET")
+            .arg(key)
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl);
+        pipe.cmd("PTTL").arg(key);
+        pipe
+    }
+
+    /// The bytes of the call: EVALSHA, or the two plain commands.
+    pub fn packed(&self) -> Vec<u8> {
+        if !self.plain {
+            return self.evalsha();
+        }
+        let mut out = Vec::with_capacity(64 + 2 * self.keys.resp.len() + self.args.resp.len());
+        header(&mut out, b'*', 6);
+        bulk(&mut out, b"SET");
+        out.extend_from_slice(&self.keys.resp);
+        out.extend_from_slice(&self.args.resp[..self.args_split()]);
+        bulk(&mut out, b"NX");
+        bulk(&mut out, b"PX");
+        out.extend_from_slice(&self.args.resp[self.args_split()..]);
+        header(&mut out, b'*', 2);
+        bulk(&mut out, b"PTTL");
+        out.extend_from_slice(&self.keys.resp);
+        out
+    }
+
+    /// Where the second argument's bytes begin.
+    fn args_split(&self) -> usize {
+        let first = self.args.parts().next().map_or(0, <[u8]>::len);
+        let head = 1 + itoa::Buffer::new().format(first).len() + 2;
+        (head + first + 2).min(self.args.resp.len())
     }
 
     /// Adds the key(s) `key` (a string, or a slice of them).
@@ -243,8 +309,12 @@ impl<'s> Call<'s> {
         self.args.parts().map(text).collect()
     }
 
-    /// The script's source, when it is one of [`ALL`].
+    /// The script's source, when it is one of [`ALL`] (none for plain
+    /// commands: there is no script to load).
     pub fn source(&self) -> Option<&'static str> {
+        if self.plain {
+            return None;
+        }
         source_of(self.script).map(|(source, _)| source)
     }
 
@@ -286,7 +356,10 @@ impl<'s> Call<'s> {
         header(&mut out, b'*', 3 + self.keys.count + self.args.count);
         bulk(&mut out, b"EVALSHA");
         bulk(&mut out, self.script.get_hash().as_bytes());
-        formatted(self.keys.count, |count| bulk(&mut out, count));
+        bulk(
+            &mut out,
+            itoa::Buffer::new().format(self.keys.count).as_bytes(),
+        );
         out.extend_from_slice(&self.keys.resp);
         out.extend_from_slice(&self.args.resp);
         out
@@ -296,6 +369,33 @@ impl<'s> Call<'s> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plain_take_is_the_set_and_pttl_redis_rs_pipelines() {
+        for (key, token) in [
+            ("k", "t"),
+            ("{a}:b\r\n", "0b7e8f5e-7d2c-4c51-9a43-3d4b2f1e6a90"),
+        ] {
+            let call = Call::plain_take(key, token, 30_000);
+            assert!(call.is_plain());
+            assert_eq!(call.source(), None, "no script to load");
+            assert_eq!(call.packed(), call.plain_pipe().get_packed_pipeline());
+            let mut by_hand = redis::pipe();
+            by_hand
+                .cmd("SET")
+                .arg(key)
+                .arg(token)
+                .arg("NX")
+                .arg("PX")
+                .arg(30_000u64);
+            by_hand.cmd("PTTL").arg(key);
+            assert_eq!(call.packed(), by_hand.get_packed_pipeline());
+        }
+        let script = Call::plain_take("k", "t", 1);
+        assert!(!Call::new(&ACQUIRE).is_plain());
+        assert_eq!(Call::new(&ACQUIRE).packed(), Call::new(&ACQUIRE).evalsha());
+        assert!(script.packed() != script.evalsha());
+    }
 
     #[test]
     fn a_call_packed_by_hand_is_the_command_redis_rs_packs() {

@@ -51,7 +51,7 @@ pub(crate) fn fast_acquire(
     }
     let token = plan.take.token();
     let now = Instant::now();
-    let acq = Acquisition::in_turn(plan, token, rand::random(), now);
+    let acq = Box::new(Acquisition::in_turn(plan, token, rand::random(), now));
     let mut op = FastAcquire {
         inner,
         acq,
@@ -94,7 +94,9 @@ pub struct Send {
 /// An acquisition driven on the JS thread.
 pub struct FastAcquire {
     inner: Arc<Inner>,
-    acq: Acquisition,
+    /// Boxed: an acquisition and its driver each stay under 1 KiB (glibc
+    /// consolidates its free lists before every larger allocation).
+    acq: Box<Acquisition>,
     /// `None` once settled.
     request: Option<Box<Request>>,
     /// Its place in the key's line while it waits there.
@@ -750,5 +752,17 @@ mod tests {
         let fault = Err(crate::core::error::NodeAnswer::Timeout);
         let _ = op.answer(0, Purpose::Attempt(1), fault, Instant::now());
         assert!(op.faulted());
+    }
+}
+#[cfg(test)]
+mod size_tests {
+    /// glibc consolidates its free lists before each allocation of 1 KiB or
+    /// more: the state an acquire allocates stays in smaller pieces.
+    #[test]
+    fn an_acquisition_and_its_driver_state_each_stay_under_1_kib() {
+        use std::mem::size_of;
+        assert!(size_of::<super::FastAcquire>() < 1000);
+        assert!(size_of::<crate::core::ops::acquisition::Acquisition>() < 1000);
+        assert!(size_of::<crate::core::engine::acquire::Request>() < 1000);
     }
 }

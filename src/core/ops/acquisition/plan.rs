@@ -136,6 +136,9 @@ impl Take {
         let ttl_ms = ms_of(plan.lease.ttl);
         let line = || line_keys(&plan.keys[0]);
         match self {
+            Take::Lock if n == 1 && plan.plain_first => {
+                acquire::call_plain(&plan.keys[0], token, ttl_ms)
+            }
             Take::Lock => acquire::call_fenced(&plan.keys, &plan.fences, token, ttl_ms),
             Take::Permits {
                 permits,
@@ -203,6 +206,11 @@ pub struct Plan {
     /// The nodes publish the key's release notices (one key, a plain master
     /// among them): a contended acquisition asks to listen for them.
     pub notices: bool,
+    /// The first attempt is plain `SET NX PX` and `PTTL` rather than the
+    /// acquire script (a lock of one key without fencing or
+    /// `waitReplicas`, on plain masters); later attempts, whose token may
+    /// have landed already, take the script.
+    pub plain_first: bool,
     /// `waitReplicas` on one master: the driver sends each attempt on a
     /// connection of its own and, once it took the lock, `WAIT`s there for
     /// this many replicas, this long ([`Take::taken`] reads the reply).

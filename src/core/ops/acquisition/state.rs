@@ -57,8 +57,9 @@ pub struct Acquisition {
     pub(super) transmits: VecDeque<Transmit>,
     pub(super) events: VecDeque<Event>,
     pub(super) outcome: Option<Outcome>,
-    /// The failure of the last attempt, for a wait that ends later.
-    pub(super) last_failure: Option<LockError>,
+    /// The failure of the last attempt, for a wait that ends later (boxed:
+    /// a contended attempt's, while an acquisition stays under 1 KiB).
+    pub(super) last_failure: Option<Box<LockError>>,
     /// Release notices reach this acquisition.
     pub(super) listening: bool,
     /// Whether the attempt in flight was sent while notices were heard.

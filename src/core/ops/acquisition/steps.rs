@@ -169,7 +169,7 @@ impl Acquisition {
                     // Not waiting in the key's line: callers behind may try.
                     self.events.push_back(Event::Answered);
                 }
-                self.last_failure = Some(failure);
+                self.last_failure = Some(Box::new(failure));
                 self.queue_undo(n, &to_undo);
                 self.phase = Phase::Undo {
                     n,
@@ -233,7 +233,7 @@ impl Acquisition {
     pub(super) fn time_out(&mut self) {
         let n = self.attempts();
         let failure = match self.last_failure.take() {
-            Some(last) => timed_out(last, self.plan.wait_timeout),
+            Some(last) => timed_out(*last, self.plan.wait_timeout),
             None => wait_passed(None, &self.plan.label, n, self.plan.wait_timeout),
         };
         self.leave_line(n);
@@ -325,7 +325,7 @@ impl Acquisition {
                 if wait_over {
                     let n = self.attempts();
                     let failure = wait_passed(
-                        self.last_failure.take(),
+                        self.last_failure.take().map(|last| *last),
                         &self.plan.label,
                         n,
                         self.plan.wait_timeout,

@@ -35,6 +35,7 @@ pub(super) fn plan(nodes: usize, wait_ms: u64, retry_count: Option<u32>, fencing
         retry_count,
         wait_timeout: ms(wait_ms),
         notices: true,
+        plain_first: false,
         channel: crate::core::model::keys::CHANNEL_PREFIX,
         wait_replicas: None,
         take: Take::Lock,
@@ -840,4 +841,72 @@ fn permits_are_taken_by_the_semaphore_script_and_undone_like_a_lock() {
     }
     let w = won(&mut a);
     assert_eq!((w.attempts, w.fence, w.token), (2, 0, retry_token));
+}
+
+fn plain(reply: R, pttl: i64) -> Answer {
+    Ok(R::Array(vec![reply, R::Int(pttl)]))
+}
+
+#[test]
+fn a_plain_first_attempt_is_set_nx_px_and_its_answers_read_as_the_scripts() {
+    let t0 = Instant::now();
+    let mut p = plan(1, 10_000, None, false);
+    p.plain_first = true;
+    let mut a = Acquisition::new(p.clone(), "tok".into(), 1, t0);
+    let sent = drain(&mut a);
+    assert!(sent[0].call.is_plain());
+    a.handle_reply(
+        0,
+        Purpose::Attempt(1),
+        plain(R::Status("OK".into()), -2),
+        t0 + ms(1),
+    );
+    assert_eq!(won(&mut a).answers, vec![NodeAnswer::Ok]);
+
+    // Taken: the holder's lease left bounds the pause, as the script's answer does.
+    let mut a = Acquisition::new(p, "tok".into(), 1, t0);
+    drain(&mut a);
+    a.handle_reply(0, Purpose::Attempt(1), plain(R::Nil, 40), t0 + ms(1));
+    assert!(!a.is_done());
+    let resumed = a.poll_timeout().expect("a pause");
+    assert!(
+        resumed <= t0 + ms(1 + 41),
+        "tries again once the holder's lease ends"
+    );
+}
+
+#[test]
+fn an_in_doubt_plain_first_attempt_is_retried_by_the_script_with_the_same_token() {
+    let t0 = Instant::now();
+    let mut p = plan(1, 10_000, None, false);
+    p.plain_first = true;
+    let mut a = Acquisition::new(p, "tok".into(), 1, t0);
+    assert!(drain(&mut a)[0].call.is_plain());
+    // No reply: the SET may have landed. The retry must recognise the token.
+    a.handle_reply(
+        0,
+        Purpose::Attempt(1),
+        Err(NodeAnswer::Timeout),
+        t0 + ms(500),
+    );
+    let mut now = t0 + ms(500);
+    let retry = loop {
+        if let Some(t) = drain(&mut a)
+            .into_iter()
+            .find(|t| matches!(t.purpose, Purpose::Attempt(_)))
+        {
+            break t;
+        }
+        now = a.poll_timeout().expect("a next step");
+        a.handle_timeout(now);
+    };
+    assert_eq!(retry.purpose, Purpose::Attempt(2));
+    assert!(!retry.call.is_plain(), "the retry takes the script");
+    assert!(std::ptr::eq(
+        retry.call.script,
+        &*crate::core::ops::scripts::ACQUIRE
+    ));
+    assert_eq!(a.token(), "tok");
+    a.handle_reply(0, Purpose::Attempt(2), granted(0), now + ms(1));
+    assert_eq!(won(&mut a).token, "tok");
 }

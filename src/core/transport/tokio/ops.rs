@@ -21,7 +21,7 @@ use redis::aio::ConnectionLike;
 use redis::FromRedisValue;
 
 use super::notices::NoticeSink;
-use super::reply::{answer_of, bounded, is_noscript, recovering, within};
+use super::reply::{answer_of, bounded, is_noscript, recovering, reply_of, within};
 use super::{acked, notices, permits, renewals, Connection, Node};
 use crate::core::broken;
 use crate::core::error::NodeAnswer;
@@ -264,8 +264,29 @@ impl Node {
         timeout: Duration,
     ) -> Answer {
         let _place = self.window.acquire().await;
+        if call.is_plain() {
+            return query_plain(con, call, timeout).await;
+        }
         let first = first_time(self.sent(), call.script);
         query(con, call, first, timeout).await
+    }
+}
+
+/// A call's two plain commands ([`Call::plain_take`]) on `con`, pipelined:
+/// their replies as one array.
+async fn query_plain(con: &Connection, call: &Call<'_>, timeout: Duration) -> Answer {
+    let pipe = call.plain_pipe();
+    let mut con = con.clone();
+    match within(
+        con.pace().as_ref(),
+        timeout,
+        con.req_packed_commands(&pipe, 0, 2),
+    )
+    .await
+    {
+        Some(Ok(values)) => Ok(Reply::Array(values.into_iter().map(reply_of).collect())),
+        Some(Err(e)) => answer_of(Err(e)),
+        None => Err(NodeAnswer::Timeout),
     }
 }
 

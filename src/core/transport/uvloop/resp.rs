@@ -92,10 +92,14 @@ fn number(line: &[u8]) -> Result<i64, String> {
 pub type Packed = Arc<Script>;
 
 /// A script call (EVALSHA, packed once and shared by every node it goes
-/// to) and the script's source, for the EVAL sent if a node answers NOSCRIPT.
+/// to) and the script's source, for the EVAL sent if a node answers NOSCRIPT;
+/// or a call's plain commands (no source), answered by `replies` replies.
 pub struct Script {
     pub(super) evalsha: Vec<u8>,
     pub(super) source: &'static str,
+    /// How many replies answer it: 2 for a plain take's `SET` and `PTTL`
+    /// (handed on as one array of both), else 1.
+    pub(super) replies: u8,
 }
 
 /// What every EVALSHA packed by redis-rs starts with after its `*N\r\n`.
@@ -103,14 +107,22 @@ const EVALSHA_HEAD: usize = "$7\r\nEVALSHA\r\n$40\r\n".len() + 40 + 2;
 
 impl Script {
     pub fn new(evalsha: Vec<u8>, source: &'static str) -> Script {
-        Script { evalsha, source }
+        Script {
+            evalsha,
+            source,
+            replies: 1,
+        }
     }
 
-    /// `call` packed as EVALSHA, shared by every node it goes to (every
-    /// script of `scripts` has its source; one without would have no EVAL
-    /// to recover from NOSCRIPT with).
+    /// `call` packed as EVALSHA (or its plain commands), shared by every
+    /// node it goes to (every script of `scripts` has its source; one
+    /// without would have no EVAL to recover from NOSCRIPT with).
     pub fn packed(call: &Call<'_>) -> Packed {
-        Arc::new(Script::new(call.evalsha(), call.source().unwrap_or("")))
+        Arc::new(Script {
+            evalsha: call.packed(),
+            source: call.source().unwrap_or(""),
+            replies: if call.is_plain() { 2 } else { 1 },
+        })
     }
 
     pub fn evalsha(&self) -> &[u8] {

@@ -40,6 +40,10 @@ struct Pending {
     seq: u64,
     /// How long its reply may take (a NOSCRIPT's resend gets as long again).
     bound: Duration,
+    /// A command of two replies (a plain take's `SET` and `PTTL`): the
+    /// first, until the second comes and both go on as one array.
+    first: Option<Reply>,
+    replies: u8,
 }
 
 /// Replies given up on that a connection may still owe before it is closed.
@@ -168,7 +172,8 @@ impl Wire {
         done: &mut Done,
     ) {
         self.out.extend_from_slice(&script.evalsha);
-        self.queue(Some(script), deadline, on_reply, done);
+        let replies = script.replies;
+        self.queue(Some(script), replies, deadline, on_reply, done);
     }
 
     fn send_command(
@@ -180,13 +185,14 @@ impl Wire {
         done: &mut Done,
     ) {
         self.out.extend_from_slice(cmd);
-        self.queue(retry, deadline, on_reply, done);
+        self.queue(retry, 1, deadline, on_reply, done);
     }
 
     /// Owes the reply to the command just put in `out`.
     fn queue(
         &mut self,
         retry: Option<Arc<Script>>,
+        replies: u8,
         deadline: Instant,
         on_reply: OnReply,
         done: &mut Done,
@@ -208,6 +214,8 @@ impl Wire {
             retry,
             seq,
             bound: deadline.saturating_duration_since(Instant::now()),
+            first: None,
+            replies,
         });
         self.peak.track(self.pending.len());
         if self.out.len() >= EARLY_WRITE {
@@ -298,9 +306,19 @@ impl Wire {
             match resp::decode(&mut self.inb) {
                 Ok(Some(value)) => {
                     read_any = true;
+                    if let Some(p) = self.pending.front_mut() {
+                        if p.replies > 1 && p.first.is_none() {
+                            p.first = Some(value);
+                            continue;
+                        }
+                    }
                     let Some(p) = self.pending.pop_front() else {
                         self.fail(cut("a reply nobody asked for"), done);
                         return;
+                    };
+                    let value = match p.first {
+                        Some(first) => Reply::Array(vec![first, value]),
+                        None => value,
                     };
                     let Some(on_reply) = p.on_reply else {
                         self.abandoned = self.abandoned.saturating_sub(1);
@@ -326,6 +344,8 @@ impl Wire {
                                 retry: None,
                                 seq,
                                 bound: p.bound,
+                                first: None,
+                                replies: 1,
                             });
                             resend = true;
                         }

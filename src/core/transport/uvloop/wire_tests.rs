@@ -269,3 +269,57 @@ fn a_command_the_socket_does_not_take_is_still_bounded() {
         .iter()
         .all(|(_, r)| matches!(r, Err(NodeAnswer::Timeout))));
 }
+
+#[test]
+fn a_plain_take_owes_two_replies_and_gets_them_as_one_array() {
+    use crate::core::ops::scripts::Call;
+    use crate::core::transport::uvloop::resp::Script;
+    let (mut wire, mut server) = pair();
+    let seen = Seen::default();
+    let mut done = Done::new();
+    let take = Script::packed(&Call::plain_take("k", "t", 30));
+    let sent = take.evalsha().len();
+    wire.send_script(take.clone(), later(), recorder(&seen, 1), &mut done);
+    wire.send(b"P", later(), recorder(&seen, 2), &mut done);
+    let bytes = read_all(&mut wire, &mut server, sent + 1);
+    assert!(bytes.starts_with(b"*6\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nt\r\n$2\r\nNX\r\n$2\r\nPX\r\n$2\r\n30\r\n*2\r\n$4\r\nPTTL\r\n$1\r\nk\r\n"));
+    // The SET's reply alone answers nobody yet.
+    server.write_all(b"$-1\r\n").expect("write");
+    wire.on_readable(&mut done);
+    assert!(done.is_empty());
+    server.write_all(b":1500\r\n+PONG\r\n").expect("write");
+    wire.on_readable(&mut done);
+    run(done);
+    let seen = seen.borrow();
+    assert_eq!(seen.len(), 2);
+    assert!(
+        matches!(&seen[0], (1, Ok(Reply::Array(pair))) if matches!(pair.as_slice(), [Reply::Nil, Reply::Int(1500)]))
+    );
+    assert!(matches!(&seen[1], (2, Ok(Reply::Status(s))) if s == "PONG"));
+}
+
+#[test]
+fn a_plain_take_given_up_on_still_has_both_its_replies_read_and_dropped() {
+    use crate::core::ops::scripts::Call;
+    use crate::core::transport::uvloop::resp::Script;
+    let (mut wire, mut server) = pair();
+    let seen = Seen::default();
+    let mut done = Done::new();
+    let take = Script::packed(&Call::plain_take("k", "t", 30));
+    let sent = take.evalsha().len();
+    let soon = Instant::now() + Duration::from_millis(1);
+    wire.send_script(take, soon, recorder(&seen, 1), &mut done);
+    wire.send(b"P", later(), recorder(&seen, 2), &mut done);
+    read_all(&mut wire, &mut server, sent + 1);
+    wire.expire(Instant::now() + Duration::from_secs(1), &mut done);
+    run(std::mem::take(&mut done));
+    server.write_all(b"+OK\r\n:-1\r\n+PONG\r\n").expect("write");
+    wire.on_readable(&mut done);
+    run(done);
+    let seen = seen.borrow();
+    assert!(matches!(&seen[0], (1, Err(NodeAnswer::Timeout))));
+    assert!(
+        matches!(&seen[1], (2, Ok(Reply::Status(s))) if s == "PONG"),
+        "{seen:?}"
+    );
+}
