@@ -22,7 +22,7 @@ if (version.status !== 0) {
 console.error(`Building ${path.basename(addon)} with ${version.stdout.trim()} (release; takes a few minutes)`)
 
 // cargo prints its progress on stderr; stdout carries the JSON that names the library it wrote.
-const build = spawnSync(cargo, ['build', '--release', '--lib', '--locked', '--message-format=json-render-diagnostics'], {
+const build = spawnSync(cargo, ['build', '--release', '--lib', '--locked', '--features', 'mimalloc', '--message-format=json-render-diagnostics'], {
   cwd: root,
   stdio: ['ignore', 'pipe', 'inherit'],
   encoding: 'utf8',

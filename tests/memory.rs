@@ -4,6 +4,8 @@
 //! allocations of a renewal batch are not charged to it).
 //!
 //! `cargo test --release --test memory -- --nocapture` prints the figure.
+//! (Not with the feature `mimalloc`: the library then brings an allocator.)
+#![cfg(not(feature = "mimalloc"))]
 
 mod support;
 

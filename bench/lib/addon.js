@@ -27,7 +27,7 @@ function buildRelease(log) {
   const targetDir = process.env.BENCH_TARGET_DIR || path.join(os.tmpdir(), 'lockdog-bench-target')
   log(`building lockdog (release) into ${targetDir} ...`)
   const t = Date.now()
-  const r = spawnSync('cargo', ['build', '--release', '--lib', '--target', TARGET], {
+  const r = spawnSync('cargo', ['build', '--release', '--lib', '--target', TARGET, '--features', 'mimalloc'], {
     cwd: ROOT,
     env: { ...process.env, CARGO_TARGET_DIR: targetDir },
     stdio: ['ignore', 'inherit', 'inherit'],
