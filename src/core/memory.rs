@@ -47,6 +47,18 @@ pub fn configure() {
 
 /// Returns memory freed by a burst to the system, soon and off this thread.
 pub fn give_back() {
+    // mimalloc keeps each thread's freed pages in that thread's heap: this
+    // thread's (a JS thread after a burst or a close) goes back here.
+    // SAFETY: mi_collect may be called from any thread at any time.
+    #[cfg(feature = "mimalloc")]
+    {
+        unsafe { libmimalloc_sys::mi_collect(true) };
+        // And the runtime's worker's (renewal batches, the watchdog's queue).
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            // SAFETY: as above.
+            runtime.spawn(async { unsafe { libmimalloc_sys::mi_collect(true) } });
+        }
+    }
     #[cfg(any(all(target_os = "linux", target_env = "gnu"), feature = "mimalloc"))]
     {
         if PENDING.swap(true, Ordering::AcqRel) {
