@@ -18,11 +18,9 @@
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { spawnSync } = require('node:child_process')
-const { prepareAddon, ROOT } = require('./lib/addon')
+const { prepareAddon, cargoBuild, ROOT } = require('./lib/addon')
 const { startRedis } = require('../scripts/local-redis')
 
-const TARGET = 'x86_64-unknown-linux-gnu'
 
 function option(name, fallback) {
   const i = process.argv.indexOf(name)
@@ -32,14 +30,8 @@ function option(name, fallback) {
 function buildCounting() {
   const targetDir = path.join(os.tmpdir(), 'lockdog-bench-counts-target')
   console.log(`building the bench build (feature bench-counts) into ${targetDir} ...`)
-  const r = spawnSync('cargo', ['build', '--release', '--lib', '--target', TARGET, '--features', 'bench-counts'], {
-    cwd: ROOT,
-    env: { ...process.env, CARGO_TARGET_DIR: targetDir },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  })
-  if (r.status !== 0) throw new Error('cargo build --features bench-counts failed')
   const file = path.join(targetDir, 'lockdog.bench-counts.node')
-  fs.copyFileSync(path.join(targetDir, TARGET, 'release', 'liblockdog.so'), file)
+  fs.copyFileSync(cargoBuild({ targetDir, features: ['bench-counts'] }), file)
   return file
 }
 

@@ -20,8 +20,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { spawnSync, execFileSync } = require('node:child_process')
 
-const ROOT = path.resolve(__dirname, '..')
-const TARGET = 'x86_64-unknown-linux-gnu'
+const { cargoBuild, ROOT } = require('./lib/addon')
 
 function option(name, fallback) {
   const i = process.argv.indexOf(name)
@@ -81,14 +80,8 @@ async function child() {
 function buildDebug() {
   const targetDir = path.join(os.tmpdir(), 'lockdog-walk-target')
   console.log(`building the debug addon into ${targetDir} ...`)
-  const r = spawnSync('cargo', ['build', '--lib', '--target', TARGET], {
-    cwd: ROOT,
-    env: { ...process.env, CARGO_TARGET_DIR: targetDir },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  })
-  if (r.status !== 0) throw new Error('cargo build failed')
   const file = path.join(targetDir, 'lockdog.walk.node')
-  fs.copyFileSync(path.join(targetDir, TARGET, 'debug', 'liblockdog.so'), file)
+  fs.copyFileSync(cargoBuild({ targetDir, release: false }), file)
   return file
 }
 

@@ -22,19 +22,30 @@ function isDebugBuild(file) {
   return fs.statSync(file).size > 10 * 1024 * 1024
 }
 
+/**
+ * Builds the addon (cdylib) with cargo into `targetDir` (never touching the repo's .node):
+ * `release` or debug, with `features`; returns the path of the built library.
+ */
+function cargoBuild({ targetDir, release = true, features = [] }) {
+  const args = ['build', '--lib', '--target', TARGET, ...(release ? ['--release'] : [])]
+  if (features.length) args.push('--features', features.join(','))
+  const r = spawnSync('cargo', args, {
+    cwd: ROOT,
+    env: { ...process.env, CARGO_TARGET_DIR: targetDir },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  })
+  if (r.status !== 0) throw new Error(`cargo ${args.join(' ')} failed`)
+  return path.join(targetDir, TARGET, release ? 'release' : 'debug', 'liblockdog.so')
+}
+
 /** Builds the cdylib in release mode into a private target dir (never touches the repo's .node). */
 function buildRelease(log) {
   const targetDir = process.env.BENCH_TARGET_DIR || path.join(os.tmpdir(), 'lockdog-bench-target')
   log(`building lockdog (release) into ${targetDir} ...`)
   const t = Date.now()
-  const r = spawnSync('cargo', ['build', '--release', '--lib', '--target', TARGET, '--features', 'mimalloc'], {
-    cwd: ROOT,
-    env: { ...process.env, CARGO_TARGET_DIR: targetDir },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  })
-  if (r.status !== 0) throw new Error('cargo build --release failed')
+  const built = cargoBuild({ targetDir, features: ['mimalloc'] })
   log(`built in ${((Date.now() - t) / 1000).toFixed(0)} s`)
-  return path.join(targetDir, TARGET, 'release', 'liblockdog.so')
+  return built
 }
 
 function sha256(file) {
@@ -88,4 +99,4 @@ function prepareAddon({ mode = 'auto', log = console.log } = {}) {
   }
 }
 
-module.exports = { prepareAddon, ROOT }
+module.exports = { prepareAddon, cargoBuild, ROOT }

@@ -53,11 +53,6 @@ pub fn give_back() {
     #[cfg(feature = "mimalloc")]
     {
         unsafe { libmimalloc_sys::mi_collect(true) };
-        // And the runtime's worker's (renewal batches, the watchdog's queue).
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            // SAFETY: as above.
-            runtime.spawn(async { unsafe { libmimalloc_sys::mi_collect(true) } });
-        }
     }
     #[cfg(any(all(target_os = "linux", target_env = "gnu"), feature = "mimalloc"))]
     {

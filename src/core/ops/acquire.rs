@@ -23,14 +23,6 @@ pub fn call_fenced(keys: &[String], fences: &[String], token: &str, ttl_ms: u64)
     call
 }
 
-/// A first attempt on one key without fencing, plain: `SET key token NX PX
-/// ttl`, and `PTTL key` for the holder's lease when the SET found it taken.
-/// A fresh token is in no key yet, so the script's check for its own token
-/// is not needed; a retry (whose token may have landed) goes by the script.
-pub fn call_plain(key: &str, token: &str, ttl_ms: u64) -> Call<'static> {
-    Call::plain_take(key, token, ttl_ms)
-}
-
 /// One node's reply, `[1, fence]` or `[0, pttl]` (or, to a plain take,
 /// `[OK, _]` or `[nil, pttl]`): its answer and the first key's fence value
 /// (0 unless granted with fencing).

@@ -137,7 +137,7 @@ impl Take {
         let line = || line_keys(&plan.keys[0]);
         match self {
             Take::Lock if n == 1 && plan.plain_first => {
-                acquire::call_plain(&plan.keys[0], token, ttl_ms)
+                Call::plain_take(&plan.keys[0], token, ttl_ms)
             }
             Take::Lock => acquire::call_fenced(&plan.keys, &plan.fences, token, ttl_ms),
             Take::Permits {
