@@ -291,7 +291,16 @@ impl Wire {
                     closed = Some("the connection was closed by the server".to_string());
                     break;
                 }
-                Ok(n) => unsafe { self.inb.set_len(self.inb.len() + n) },
+                Ok(n) => {
+                    let short = n < buf.len();
+                    unsafe { self.inb.set_len(self.inb.len() + n) };
+                    // A short read took all the socket held: what arrives
+                    // later wakes the (level-triggered) poll again, so asking
+                    // once more would only cost a call that finds nothing.
+                    if short {
+                        break;
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => {
