@@ -150,10 +150,10 @@ async function commandStats(redis) {
   return out
 }
 
-/** Script calls (EVAL and EVALSHA) a server has run. */
+/** Script calls (EVAL and EVALSHA) a server has run, and the DELIFEQs that stand for the release script where the server has them. */
 async function scriptCalls(redis) {
   const stats = await commandStats(redis)
-  return (stats.eval?.calls ?? 0) + (stats.evalsha?.calls ?? 0)
+  return (stats.eval?.calls ?? 0) + (stats.evalsha?.calls ?? 0) + (stats.delifeq?.calls ?? 0)
 }
 
 /**
@@ -163,7 +163,7 @@ async function scriptCalls(redis) {
  */
 async function lockCalls(redis) {
   const stats = await commandStats(redis)
-  return (stats.eval?.calls ?? 0) + (stats.evalsha?.calls ?? 0) + (stats.pttl?.calls ?? 0)
+  return (stats.eval?.calls ?? 0) + (stats.evalsha?.calls ?? 0) + (stats.pttl?.calls ?? 0) + (stats.delifeq?.calls ?? 0)
 }
 
 function lockClient(fast, options) {
@@ -177,4 +177,11 @@ function lockClient(fast, options) {
   }
 }
 
-module.exports = { serverAndClient, lockClient, commandStats, scriptCalls, lockCalls, loopLag, startRedis, waitFor, redisServerAvailable, freePort, inspector, runWorker, sleep, aborted, ROOT }
+/** What the server has of the commands that stand for scripts: `DELIFEQ` (Valkey 9.0), `SET … IFEQ` (Valkey 8.1). */
+async function scriptFreeCommands(redis) {
+  const m = /^valkey_version:(\d+)\.(\d+)/m.exec(await redis.info('server'))
+  const v = m ? Number(m[1]) * 100 + Number(m[2]) : 0
+  return { delIfEq: v >= 900, setIfEq: v >= 801 }
+}
+
+module.exports = { scriptFreeCommands, serverAndClient, lockClient, commandStats, scriptCalls, lockCalls, loopLag, startRedis, waitFor, redisServerAvailable, freePort, inspector, runWorker, sleep, aborted, ROOT }

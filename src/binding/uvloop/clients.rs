@@ -12,6 +12,7 @@ use redis::ConnectionInfo;
 use super::conn::Conn;
 use super::reactor::{current, reactor, Reactor, REACTOR};
 use crate::core::drivers::uvloop;
+use crate::core::ops::scripts::Server;
 use crate::core::transport::uvloop as transport;
 use crate::core::{self as core};
 
@@ -183,7 +184,7 @@ pub(super) fn installed(
     env: sys::napi_env,
     key: usize,
     i: usize,
-    opened: std::result::Result<transport::Socket, String>,
+    opened: std::result::Result<(transport::Socket, Server), String>,
 ) {
     let Some(r) = current(env) else { return };
     let Some(client) = r.clients.borrow().get(&key).cloned() else {
@@ -192,8 +193,8 @@ pub(super) fn installed(
     let Some(slot) = client.slots.get(i) else {
         return;
     };
-    let conn = opened.and_then(|sock| {
-        Conn::open(&r, sock).ok_or_else(|| "its socket could not be polled".to_string())
+    let conn = opened.and_then(|(sock, server)| {
+        Conn::open(&r, sock, server).ok_or_else(|| "its socket could not be polled".to_string())
     });
     let next = match &conn {
         Ok(conn) => Slot::Ready(conn.clone()),

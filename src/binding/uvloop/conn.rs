@@ -11,6 +11,7 @@ use super::uv::{self, Handle, Uv};
 use crate::core::drivers::uvloop;
 use crate::core::error::NodeAnswer;
 use crate::core::memory::Peak;
+use crate::core::ops::scripts::Server;
 use crate::core::transport::uvloop::{self as transport, Done, OnReply, Wire};
 
 /// Replies a fast connection may owe before new acquisitions take the tokio
@@ -36,12 +37,18 @@ pub(super) struct Conn {
 }
 
 impl Conn {
-    pub(super) fn open(r: &Rc<Reactor>, sock: transport::Socket) -> Option<Rc<Conn>> {
+    pub(super) fn open(
+        r: &Rc<Reactor>,
+        sock: transport::Socket,
+        server: Server,
+    ) -> Option<Rc<Conn>> {
         let handle = unsafe { r.uv.poll(r.uv_loop, sock.raw_fd())? };
         opened();
+        let mut wire = Wire::new(sock);
+        wire.serves(server);
         let conn = Rc::new(Conn {
             uv: r.uv,
-            wire: RefCell::new(Wire::new(sock)),
+            wire: RefCell::new(wire),
             handle,
             events: Cell::new(0),
             busy: Cell::new(true),

@@ -405,7 +405,7 @@ pub(crate) mod tests {
             keys: vec!["k".into()],
             prefix_len: 0,
             token: "t".into(),
-            kind: LockKind::Plain,
+            kind: LockKind::Key,
             attempts: 1,
             deadline: Instant::now() + valid_for,
             ttl,

@@ -73,9 +73,13 @@ pub const READERS: u32 = 10_000;
 /// token, gets the kind the server's keys show: see `Inner::stored_kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LockKind {
-    /// A lock, or permits of a semaphore or read-write lock (fair or not, on
-    /// one node or as a Redlock semaphore's slots): the shared release script
-    /// deletes the key or the holder's member.
+    /// A lock: each key a string holding its token (taken by `SET … NX`), so
+    /// one key is given back by a compare-and-delete and extended by a
+    /// compare-and-set (a server's own commands where it has them).
+    Key,
+    /// Permits of a semaphore or read-write lock (fair or not, on one node or
+    /// as a Redlock semaphore's slots), or a token taken over from elsewhere:
+    /// the shared release script deletes the key or the holder's member.
     Plain,
     /// A fair lock: its release hands the key to the next waiter in line.
     Fair,
@@ -86,7 +90,8 @@ impl LockKind {
     pub fn of(permits: Option<Permits>) -> LockKind {
         match permits.map(|p| p.kind) {
             Some(Kind::Fair) => LockKind::Fair,
-            _ => LockKind::Plain,
+            Some(_) => LockKind::Plain,
+            None => LockKind::Key,
         }
     }
 }
@@ -252,7 +257,7 @@ mod tests {
 
     #[test]
     fn the_lock_kind_comes_from_what_is_taken() {
-        assert_eq!(LockKind::of(None), LockKind::Plain);
+        assert_eq!(LockKind::of(None), LockKind::Key);
         assert_eq!(LockKind::of(Some(fair_permits())), LockKind::Fair);
         for k in [
             Kind::Semaphore,

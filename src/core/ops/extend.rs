@@ -4,22 +4,34 @@
 
 use std::time::{Duration, Instant};
 
-use super::gather::{counted, Answer};
+use super::gather::{counted, Answer, Reply};
 use super::gather::{Gather, Progress};
 use crate::core::error::NodeAnswer;
+use crate::core::model::LockKind;
 use crate::core::ops::scripts::{self, Call};
 use crate::core::quorum::{self, Renewed, Tally};
 use crate::core::time::later;
 
-/// The extend script for `keys` held by `token`, to a lease of `ttl_ms`.
-pub fn call(keys: &[String], token: &str, ttl_ms: u64) -> Call<'static> {
+/// The extend script for `keys` held by `token` (a lock of `kind`), to a
+/// lease of `ttl_ms`; a lock of one key may go without it
+/// ([`Call::prolong`]).
+pub fn call(kind: LockKind, keys: &[String], token: &str, ttl_ms: u64) -> Call<'static> {
+    if let (LockKind::Key, [key]) = (kind, keys) {
+        return Call::prolong(key, token, ttl_ms);
+    }
     let mut call = Call::new(&scripts::EXTEND);
     call.key(keys).arg(token).arg(ttl_ms);
     call
 }
 
-/// One node's reply: re-armed, or the keys are not (all) ours any more.
+/// One node's reply: re-armed, or the keys are not (all) ours any more
+/// (a script-free `SET … IFEQ` answers OK, or nil).
 pub fn answer(reply: Answer) -> NodeAnswer {
+    let reply = match reply {
+        Ok(Reply::Status(s)) if s == "OK" => Ok(Reply::Int(1)),
+        Ok(Reply::Nil) => Ok(Reply::Int(0)),
+        other => other,
+    };
     counted(reply, 1, "extend")
 }
 
@@ -61,5 +73,27 @@ impl Extend {
     /// Some node answered with a fault.
     pub fn faulted(&self) -> bool {
         self.gather.faulted()
+    }
+}
+
+#[cfg(test)]
+mod answer_tests {
+    use super::*;
+
+    #[test]
+    fn a_set_ifeq_answers_as_the_script_does() {
+        assert_eq!(answer(Ok(Reply::Status("OK".into()))), NodeAnswer::Ok);
+        assert_eq!(answer(Ok(Reply::Nil)), NodeAnswer::NotHeld);
+        assert_eq!(answer(Ok(Reply::Int(1))), NodeAnswer::Ok);
+        assert_eq!(answer(Ok(Reply::Int(0))), NodeAnswer::NotHeld);
+        assert!(call(LockKind::Key, &["k".into()], "t", 5)
+            .script_free()
+            .is_some());
+        assert!(call(LockKind::Key, &["a".into(), "b".into()], "t", 5)
+            .script_free()
+            .is_none());
+        assert!(call(LockKind::Plain, &["k".into()], "t", 5)
+            .script_free()
+            .is_none());
     }
 }

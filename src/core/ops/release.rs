@@ -1,7 +1,7 @@
 //! Release: the token-checked delete of a lock's keys on every node,
 //! decided once a quorum deleted them (or every node answered).
 
-use super::gather::{counted, Answer};
+use super::gather::{counted, Answer, Reply};
 use super::gather::{Gather, Progress};
 use crate::core::error::NodeAnswer;
 use crate::core::model::LockKind;
@@ -29,6 +29,7 @@ pub fn call_for(
     longest_ms: Option<u64>,
 ) -> Call<'static> {
     match (kind, keys) {
+        (LockKind::Key, [key]) if longest_ms.is_none() => Call::unlock(key, token, channel_prefix),
         (LockKind::Fair, [key]) => {
             let mut c = super::permits::fair_release_call(key, token, channel_prefix, false);
             if let Some(ms) = longest_ms {
@@ -46,8 +47,16 @@ pub fn call_for(
     }
 }
 
-/// One node's reply: every key deleted, or not (all) ours any more.
+/// One node's reply: every key deleted, or not (all) ours any more. A
+/// script-free unlock's `DELIFEQ` answers first, its notice's `PUBLISH`
+/// second (whose refusal, e.g. no channel rights, does not undo it).
 pub fn answer(reply: Answer, keys: usize) -> NodeAnswer {
+    let reply = match reply {
+        Ok(Reply::Array(mut two)) if two.len() == 2 && matches!(two[0], Reply::Int(_)) => {
+            Ok(two.swap_remove(0))
+        }
+        other => other,
+    };
     counted(reply, keys as i64, "release")
 }
 
@@ -79,5 +88,54 @@ impl Release {
     /// Some node answered with a fault.
     pub fn faulted(&self) -> bool {
         self.gather.faulted()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::error::Fault;
+
+    #[test]
+    fn only_a_lock_of_one_key_may_go_without_its_script() {
+        let one = ["k".to_string()];
+        let two = ["a".to_string(), "b".to_string()];
+        assert!(call_for(LockKind::Key, &one, "t", "ch:", None)
+            .script_free()
+            .is_some());
+        for (kind, keys, longest) in [
+            (LockKind::Key, &two[..], None),
+            (LockKind::Key, &one[..], Some(5)),
+            (LockKind::Plain, &one[..], None),
+            (LockKind::Fair, &one[..], None),
+        ] {
+            assert!(
+                call_for(kind, keys, "t", "ch:", longest)
+                    .script_free()
+                    .is_none(),
+                "{kind:?} {keys:?}"
+            );
+        }
+        // Its script is the shared one, with the same arguments.
+        let key = call_for(LockKind::Key, &one, "t", "ch:", None);
+        assert_eq!(key.evalsha(), call(&one, "t", "ch:").evalsha());
+    }
+
+    #[test]
+    fn a_script_free_unlock_is_answered_by_its_delifeq() {
+        let error = || Reply::Error(Fault::from("NOPERM no rights to the channel".to_string()));
+        let of = |first: Reply, second: Reply| answer(Ok(Reply::Array(vec![first, second])), 1);
+        assert_eq!(of(Reply::Int(1), Reply::Int(0)), NodeAnswer::Ok);
+        assert_eq!(
+            of(Reply::Int(1), error()),
+            NodeAnswer::Ok,
+            "a refused notice changes nothing"
+        );
+        assert_eq!(of(Reply::Int(0), Reply::Int(3)), NodeAnswer::NotHeld);
+        assert_eq!(answer(Ok(Reply::Int(1)), 1), NodeAnswer::Ok);
+        assert!(!matches!(
+            of(error(), Reply::Int(0)),
+            NodeAnswer::Ok | NodeAnswer::NotHeld
+        ));
     }
 }

@@ -8,7 +8,7 @@ use bytes::BytesMut;
 use redis::RedisError;
 
 use crate::core::error::NodeAnswer;
-use crate::core::model::Answers;
+use crate::core::model::{Answers, LockKind};
 use crate::core::ops::permits::{self, SlotReply};
 use crate::core::ops::scripts;
 use crate::core::ops::{acquire, extend, release, renew, Answer, Gather, Progress, Reply};
@@ -463,7 +463,10 @@ fn extend_replies() {
     assert_eq!(same(b":0\r\n", extend::answer), NodeAnswer::NotHeld);
     let answer = same(b"-ERR wrong\r\n", extend::answer);
     assert_eq!(error_text(&answer), "ERR wrong");
-    let answer = same(b"+OK\r\n", extend::answer);
+    // A script-free SET … IFEQ: OK, or nil.
+    assert_eq!(same(b"+OK\r\n", extend::answer), NodeAnswer::Ok);
+    assert_eq!(same(b"$-1\r\n", extend::answer), NodeAnswer::NotHeld);
+    let answer = same(b"+QUEUED\r\n", extend::answer);
     assert!(error_text(&answer).starts_with("unexpected extend reply"));
 }
 
@@ -656,7 +659,7 @@ fn gather_at_quorum_counts_every_node() {
 
 #[test]
 fn the_fast_eval_on_noscript_is_the_eval_redis_rs_packs() {
-    let call = extend::call(&["k".to_string()], "t", 30);
+    let call = extend::call(LockKind::Plain, &["k".to_string()], "t", 30);
     let script = crate::core::transport::uvloop::resp::Script::packed(&call);
     assert_eq!(script.evalsha(), call.cmd(false).get_packed_command());
     assert_eq!(script.eval(), Some(call.cmd(true).get_packed_command()));
@@ -755,7 +758,7 @@ fn a_call_knows_its_scripts_source() {
 
 #[test]
 fn a_call_as_another_scripts_eval_keeps_its_keys_and_args() {
-    let call = extend::call(&["k".to_string()], "t", 30);
+    let call = extend::call(LockKind::Plain, &["k".to_string()], "t", 30);
     let packed = call.eval_with("return 1").get_packed_command();
     let text = String::from_utf8_lossy(&packed).into_owned();
     assert!(text.starts_with("*6\r\n$4\r\nEVAL\r\n$8\r\nreturn 1\r\n"));

@@ -39,7 +39,12 @@ pub fn fast_extend(lock: &Lock, ttl: Duration, now: Instant) -> Option<FastExten
     }
     let lease = state.try_lease_guard()?;
     state.next_generation();
-    let packed = Script::packed(&ops::extend::call(&state.keys, &state.token, ms_of(ttl)));
+    let packed = Script::packed(&ops::extend::call(
+        state.kind,
+        &state.keys,
+        &state.token,
+        ms_of(ttl),
+    ));
     Some(FastExtend {
         op: ops::extend::Extend::new(inner.nodes.len()),
         late: Late::new(inner.clone(), state.answers.clone()),

@@ -15,6 +15,7 @@ use super::Connection;
 use crate::core::broken;
 use crate::core::error::NodeAnswer;
 use crate::core::model::keys::key_slot;
+use crate::core::model::LockKind;
 use crate::core::ops::scripts;
 use crate::core::ops::{self, renew::Renewal};
 
@@ -131,7 +132,8 @@ pub(super) async fn extend_one_on(
     sent: Option<&AtomicU32>,
     timeout: Duration,
 ) -> NodeAnswer {
-    let call = ops::extend::call(renewal.keys, renewal.token, renewal.ttl_ms);
+    // The script, whatever the lock's kind: this transport sends no other.
+    let call = ops::extend::call(LockKind::Plain, renewal.keys, renewal.token, renewal.ttl_ms);
     if let Some(cmd) = broken::extend_cmd() {
         let cmd = call.args_to(cmd);
         let mut con = con.clone();

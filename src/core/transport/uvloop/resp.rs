@@ -5,10 +5,25 @@
 
 use bytes::{Buf, BytesMut};
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
-use crate::core::ops::scripts::Call;
+use crate::core::ops::scripts::{Call, ScriptFree, Server};
 use crate::core::ops::Reply;
+
+/// What the servers this process's connections reached have of
+/// [`Server`]'s commands (a bit each): a call is packed without its script
+/// as well only once some connection could take that form.
+static SEEN: AtomicU8 = AtomicU8::new(0);
+
+fn bits(server: Server) -> u8 {
+    u8::from(server.del_if_eq) | (u8::from(server.set_if_eq) << 1)
+}
+
+/// A connection reached a server with `server`'s commands.
+pub fn seen(server: Server) {
+    SEEN.fetch_or(bits(server), Ordering::Relaxed);
+}
 
 /// Nesting beyond this is not a reply of ours: the connection is out of step.
 const MAX_DEPTH: usize = 16;
@@ -100,6 +115,9 @@ pub struct Script {
     /// How many replies answer it: 2 for a plain take's `SET` and `PTTL`
     /// (handed on as one array of both), else 1.
     pub(super) replies: u8,
+    /// The same call without its script, for a connection whose server has
+    /// the commands (see [`Call::script_free`]).
+    pub(super) free: Option<ScriptFree>,
 }
 
 /// What every EVALSHA packed by redis-rs starts with after its `*N\r\n`.
@@ -111,6 +129,7 @@ impl Script {
             evalsha,
             source,
             replies: 1,
+            free: None,
         }
     }
 
@@ -122,6 +141,10 @@ impl Script {
             evalsha: call.packed(),
             source: call.source().unwrap_or(""),
             replies: if call.is_plain() { 2 } else { 1 },
+            free: match SEEN.load(Ordering::Relaxed) {
+                0 => None,
+                seen => call.script_free().filter(|f| bits(f.needs) & seen != 0),
+            },
         })
     }
 

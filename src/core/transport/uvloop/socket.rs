@@ -10,7 +10,7 @@ use bytes::BytesMut;
 use redis::{ConnectionAddr, ConnectionInfo};
 
 use super::resp;
-use crate::core::ops::scripts::source;
+use crate::core::ops::scripts::{source, Server};
 use crate::core::ops::Reply;
 
 /// A connected socket.
@@ -87,8 +87,9 @@ pub const CLIENT_NAME: &str = "lockdog-fast";
 
 /// Opens a plain connection to `info` with blocking I/O, all within `timeout`:
 /// connect, then AUTH and SELECT as the URL asks. The socket comes back
-/// non-blocking, ready to be polled.
-pub fn connect(info: &ConnectionInfo, timeout: Duration) -> Result<Socket, String> {
+/// non-blocking, ready to be polled, with what its server has of the
+/// commands that stand for scripts (`INFO server`; nothing when refused).
+pub fn connect(info: &ConnectionInfo, timeout: Duration) -> Result<(Socket, Server), String> {
     let deadline = Instant::now() + timeout;
     let left = || deadline.saturating_duration_since(Instant::now());
     let mut sock = match info.addr() {
@@ -144,9 +145,11 @@ pub fn connect(info: &ConnectionInfo, timeout: Duration) -> Result<Socket, Strin
             .arg(*source)
             .get_packed_command()
     });
+    let info = redis::cmd("INFO").arg("server").get_packed_command();
     let mut buf = BytesMut::with_capacity(256);
     let must = hello.len();
-    let handshake: Vec<Vec<u8>> = hello.into_iter().chain([name]).chain(loads).collect();
+    let handshake: Vec<Vec<u8>> = hello.into_iter().chain([name, info]).chain(loads).collect();
+    let mut server = Server::default();
     // One write, one round trip: the replies come back in order.
     sock.set_timeouts(left()).map_err(|e| e.to_string())?;
     write_all(&mut sock, &handshake.concat()).map_err(|e| e.to_string())?;
@@ -154,11 +157,14 @@ pub fn connect(info: &ConnectionInfo, timeout: Duration) -> Result<Socket, Strin
         sock.set_timeouts(left()).map_err(|e| e.to_string())?;
         match read_one(&mut sock, &mut buf)? {
             Reply::Error(e) if i < must => return Err(e.text().to_string()),
+            Reply::Bulk(text) if i == must + 1 => {
+                server = Server::of_info(&String::from_utf8_lossy(&text));
+            }
             _ => continue,
         }
     }
     sock.set_nonblocking().map_err(|e| e.to_string())?;
-    Ok(sock)
+    Ok((sock, server))
 }
 
 fn write_all(sock: &mut Socket, mut bytes: &[u8]) -> io::Result<()> {

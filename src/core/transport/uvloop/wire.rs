@@ -16,6 +16,7 @@ use super::resp::{self, Reloads, Script};
 use super::socket::Socket;
 use crate::core::error::NodeAnswer;
 use crate::core::memory::Peak;
+use crate::core::ops::scripts::Server;
 use crate::core::ops::{Answer, Reply};
 use crate::core::time::later;
 
@@ -44,6 +45,9 @@ struct Pending {
     /// first, until the second comes and both go on as one array.
     first: Option<Reply>,
     replies: u8,
+    /// Sent without its script ([`Script::free`]): a refusal goes again as
+    /// the script.
+    free: bool,
 }
 
 /// Replies given up on that a connection may still owe before it is closed.
@@ -87,6 +91,9 @@ pub struct Wire {
     /// The most replies owed at once since the connection was last idle:
     /// once a burst drains, its queues shrink and the memory goes back.
     peak: Peak,
+    /// The commands its server has that calls may take in place of their
+    /// scripts (learnt when it opened; forgotten if one is refused).
+    server: Server,
 }
 
 impl Wire {
@@ -105,7 +112,14 @@ impl Wire {
             last_read: Instant::now(),
             reloaded: Reloads::default(),
             peak: Peak::default(),
+            server: Server::default(),
         }
+    }
+
+    /// The connection's server has `server`'s commands.
+    pub fn serves(&mut self, server: Server) {
+        self.server = server;
+        resp::seen(server);
     }
 
     fn next_seq(&mut self) -> u64 {
@@ -171,9 +185,22 @@ impl Wire {
         on_reply: OnReply,
         done: &mut Done,
     ) {
-        self.out.extend_from_slice(&script.evalsha);
-        let replies = script.replies;
+        let free = script.free.as_ref().filter(|f| self.server.has(f.needs));
+        let replies = match free {
+            Some(free) => {
+                self.out.extend_from_slice(&free.bytes);
+                free.replies
+            }
+            None => {
+                self.out.extend_from_slice(&script.evalsha);
+                script.replies
+            }
+        };
+        let sent_free = free.is_some();
         self.queue(Some(script), replies, deadline, on_reply, done);
+        if let Some(p) = self.pending.back_mut() {
+            p.free = sent_free;
+        }
     }
 
     fn send_command(
@@ -216,6 +243,7 @@ impl Wire {
             bound: deadline.saturating_duration_since(Instant::now()),
             first: None,
             replies,
+            free: false,
         });
         self.peak.track(self.pending.len());
         if self.out.len() >= EARLY_WRITE {
@@ -336,12 +364,15 @@ impl Wire {
                     let again = match (&value, &p.retry) {
                         (Reply::NoScript, Some(script)) => {
                             let next = self.sent + 1;
-                            self.reloaded.resend(script, p.seq, next)
+                            self.reloaded.resend(script, p.seq, next).map(|c| (c, None))
                         }
+                        (value, Some(script)) if p.free => self
+                            .refused(value)
+                            .then(|| (script.evalsha.clone(), Some(script.clone()))),
                         _ => None,
                     };
                     match again {
-                        Some(cmd) => {
+                        Some((cmd, retry)) => {
                             // Nothing ran: sent again, answered in turn (once).
                             self.out.extend_from_slice(&cmd);
                             // A command of its own: its reply has the bound again.
@@ -350,11 +381,12 @@ impl Wire {
                                 deadline: Instant::now() + p.bound,
                                 end: self.written + self.out.len() as u64,
                                 on_reply: Some(on_reply),
-                                retry: None,
+                                retry,
                                 seq,
                                 bound: p.bound,
                                 first: None,
                                 replies: 1,
+                                free: false,
                             });
                             resend = true;
                         }
@@ -381,6 +413,29 @@ impl Wire {
             self.fail(cut(&why), done);
         } else if resend {
             self.write_out(done);
+        }
+    }
+
+    /// Whether a call sent without its script was refused where its script
+    /// would run (no right to the command, a command or option the server
+    /// does not know after all: then it is not used here again; a key of
+    /// another type, which the script reads as not this token's). Its
+    /// first command answers: a refused notice after it changes nothing.
+    fn refused(&mut self, value: &Reply) -> bool {
+        let first = match value {
+            Reply::Array(two) => two.first(),
+            one => Some(one),
+        };
+        let Some(Reply::Error(fault)) = first else {
+            return false;
+        };
+        match fault.text().split_whitespace().next() {
+            Some("NOPERM" | "ERR") => {
+                self.server = Server::default();
+                true
+            }
+            Some("WRONGTYPE") => true,
+            _ => false,
         }
     }
 

@@ -323,3 +323,108 @@ fn a_plain_take_given_up_on_still_has_both_its_replies_read_and_dropped() {
         "{seen:?}"
     );
 }
+
+/// A connection to a server with DELIFEQ and SET … IFEQ (made before a
+/// call is packed: calls carry their script-free form once some connection
+/// could use it).
+fn valkey_pair() -> (Wire, UnixStream) {
+    use crate::core::ops::scripts::Server;
+    let (mut wire, server) = pair();
+    wire.serves(Server {
+        del_if_eq: true,
+        set_if_eq: true,
+    });
+    (wire, server)
+}
+
+#[test]
+fn an_unlock_goes_without_its_script_where_the_server_has_delifeq() {
+    use crate::core::ops::scripts::Call;
+    use crate::core::transport::uvloop::resp::Script;
+    let (mut wire, valkey) = valkey_pair();
+    let unlock = Script::packed(&Call::unlock("k", "t", "ch:"));
+    let mut pipe = redis::pipe();
+    pipe.cmd("DELIFEQ").arg("k").arg("t");
+    pipe.cmd("PUBLISH").arg("ch:k").arg("t");
+    let free = pipe.get_packed_pipeline();
+    // A server without it: the script.
+    let (mut plain, mut server) = pair();
+    let seen = Seen::default();
+    let mut done = Done::new();
+    plain.send_script(unlock.clone(), later(), recorder(&seen, 0), &mut done);
+    let n = unlock.evalsha().len();
+    assert_eq!(read_all(&mut plain, &mut server, n), unlock.evalsha());
+    // With it: DELIFEQ and the notice, answered as one array.
+    let mut server = valkey;
+    wire.send_script(unlock.clone(), later(), recorder(&seen, 1), &mut done);
+    assert_eq!(read_all(&mut wire, &mut server, free.len()), free);
+    server.write_all(b":1\r\n:0\r\n").expect("write");
+    wire.on_readable(&mut done);
+    run(std::mem::take(&mut done));
+    let got = seen.borrow_mut().pop();
+    assert!(
+        matches!(&got, Some((1, Ok(Reply::Array(two)))) if matches!(two.as_slice(), [Reply::Int(1), Reply::Int(0)])),
+        "{got:?}"
+    );
+    // A refusal (no right to DELIFEQ) goes again as the script, and the
+    // connection sends scripts from then on.
+    wire.send_script(unlock.clone(), later(), recorder(&seen, 2), &mut done);
+    read_all(&mut wire, &mut server, free.len());
+    server
+        .write_all(b"-NOPERM this user has no permissions to run the 'delifeq' command\r\n:0\r\n")
+        .expect("write");
+    wire.on_readable(&mut done);
+    assert!(done.is_empty(), "nobody is answered by the refusal");
+    assert_eq!(read_all(&mut wire, &mut server, n), unlock.evalsha());
+    server.write_all(b":1\r\n").expect("write");
+    wire.on_readable(&mut done);
+    run(std::mem::take(&mut done));
+    assert!(matches!(
+        seen.borrow_mut().pop(),
+        Some((2, Ok(Reply::Int(1))))
+    ));
+    wire.send_script(unlock.clone(), later(), recorder(&seen, 3), &mut done);
+    assert_eq!(read_all(&mut wire, &mut server, n), unlock.evalsha());
+}
+
+#[test]
+fn an_extend_goes_as_set_ifeq_and_a_key_of_another_type_as_the_script() {
+    use crate::core::ops::scripts::Call;
+    use crate::core::transport::uvloop::resp::Script;
+    let (mut wire, mut server) = valkey_pair();
+    let seen = Seen::default();
+    let mut done = Done::new();
+    let extend = Script::packed(&Call::prolong("k", "t", 30_000));
+    let free = redis::cmd("SET")
+        .arg("k")
+        .arg("t")
+        .arg("IFEQ")
+        .arg("t")
+        .arg("PX")
+        .arg(30_000u64)
+        .get_packed_command();
+    wire.send_script(extend.clone(), later(), recorder(&seen, 1), &mut done);
+    assert_eq!(read_all(&mut wire, &mut server, free.len()), free);
+    server
+        .write_all(b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n")
+        .expect("write");
+    wire.on_readable(&mut done);
+    assert!(done.is_empty());
+    let n = extend.evalsha().len();
+    assert_eq!(read_all(&mut wire, &mut server, n), extend.evalsha());
+    server.write_all(b":0\r\n").expect("write");
+    wire.on_readable(&mut done);
+    run(std::mem::take(&mut done));
+    assert!(matches!(
+        seen.borrow_mut().pop(),
+        Some((1, Ok(Reply::Int(0))))
+    ));
+    // Another type of key says nothing of the server: the next goes script-free.
+    wire.send_script(extend.clone(), later(), recorder(&seen, 2), &mut done);
+    assert_eq!(read_all(&mut wire, &mut server, free.len()), free);
+    // Its answer: OK, or nil.
+    server.write_all(b"$-1\r\n").expect("write");
+    wire.on_readable(&mut done);
+    run(done);
+    assert!(matches!(seen.borrow_mut().pop(), Some((2, Ok(Reply::Nil)))));
+}
