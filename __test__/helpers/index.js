@@ -157,13 +157,16 @@ async function scriptCalls(redis) {
 }
 
 /**
- * Lock operations a node ran: script calls, and plain first attempts (SET NX PX, then PTTL),
- * counted by their PTTL. Exact on a node where no key was held by another owner (a script
- * reads the holder's PTTL too; SET is also what scripts call, and commandstats counts those).
+ * Every command a server runs from now on (MONITOR), with where it came from ('lua' for a
+ * script's own calls), and the lock operations among them: script calls, plain first attempts
+ * (SET NX PX) and DELIFEQs, sent by clients (not from inside scripts). `stop()` ends it.
  */
-async function lockCalls(redis) {
-  const stats = await commandStats(redis)
-  return (stats.eval?.calls ?? 0) + (stats.evalsha?.calls ?? 0) + (stats.pttl?.calls ?? 0) + (stats.delifeq?.calls ?? 0)
+async function commandLog(probe) {
+  const seen = []
+  const monitor = await probe.monitor()
+  monitor.on('monitor', (time, args, source) => seen.push({ args: args.map(String), source }))
+  const lockCalls = () => seen.filter((c) => c.source !== 'lua' && /^(eval|evalsha|set|delifeq)$/i.test(c.args[0])).length
+  return { seen, lockCalls, stop: () => monitor.disconnect() }
 }
 
 function lockClient(fast, options) {
@@ -184,4 +187,4 @@ async function scriptFreeCommands(redis) {
   return { delIfEq: v >= 900, setIfEq: v >= 801 }
 }
 
-module.exports = { scriptFreeCommands, serverAndClient, lockClient, commandStats, scriptCalls, lockCalls, loopLag, startRedis, waitFor, redisServerAvailable, freePort, inspector, runWorker, sleep, aborted, ROOT }
+module.exports = { scriptFreeCommands, serverAndClient, lockClient, commandStats, scriptCalls, commandLog, loopLag, startRedis, waitFor, redisServerAvailable, freePort, inspector, runWorker, sleep, aborted, ROOT }

@@ -23,11 +23,12 @@ pub fn call_fenced(keys: &[String], fences: &[String], token: &str, ttl_ms: u64)
     call
 }
 
-/// One node's reply, `[1, fence]` or `[0, pttl]` (or, to a plain take,
-/// `[OK, _]` or `[nil, pttl]`): its answer and the first key's fence value
-/// (0 unless granted with fencing).
+/// One node's reply, `[1, fence]` or `[0, pttl]` (or, to a plain take, OK
+/// or `[nil, pttl]`): its answer and the first key's fence value (0 unless
+/// granted with fencing).
 pub fn answer(reply: Answer) -> (NodeAnswer, i64) {
     let reply = match reply {
+        Ok(Reply::Status(ok)) if ok == "OK" => return (NodeAnswer::Ok, 0),
         Ok(reply) => reply,
         Err(answer) => return (answer, 0),
     };

@@ -209,9 +209,9 @@ fn header(out: &mut Vec<u8>, kind: u8, n: usize) {
 /// the keys and arguments are kept in.
 ///
 /// Or, [`Call::plain_take`], what a lock of one key's first attempt sends
-/// instead of its script: `SET key token NX PX ttl` and `PTTL key`, two
-/// plain commands answered as one array of their two replies (the holder's
-/// lease left when the SET found the key taken).
+/// instead of its script: `SET key token NX PX ttl`, answered OK, or nil
+/// and then, once the transport sent `PTTL key` after it, the array of
+/// both replies (the holder's lease left).
 ///
 /// A lock of one key's release ([`Call::unlock`]) and extension
 /// ([`Call::prolong`]) are script calls that a server with the commands
@@ -370,9 +370,10 @@ impl<'s> Call<'s> {
         })
     }
 
-    /// `SET key token NX PX ttl_ms`, then `PTTL key`: the take of a fresh
-    /// token on one key without its script (no fence, no key that may
-    /// already hold the token). Stands for [`ACQUIRE`]'s call.
+    /// `SET key token NX PX ttl_ms`, and only when it answers nil `PTTL key`
+    /// ([`Call::on_nil`]): the take of a fresh token on one key without its
+    /// script (no fence, no key that may already hold the token). Stands
+    /// for [`ACQUIRE`]'s call.
     pub fn plain_take(key: &str, token: &str, ttl_ms: u64) -> Call<'static> {
         let mut call = Call::new(&ACQUIRE);
         call.key(key).arg(token).arg(ttl_ms);
@@ -380,36 +381,49 @@ impl<'s> Call<'s> {
         call
     }
 
-    /// Two plain commands ([`Call::plain_take`]) rather than a script.
+    /// Plain commands ([`Call::plain_take`]) rather than a script.
     pub fn is_plain(&self) -> bool {
         self.form == Form::Take
     }
 
-    /// [`Call::plain_take`]'s two commands, for tokio.
-    pub fn plain_pipe(&self) -> redis::Pipeline {
-        let mut pipe = redis::pipe();
+    /// The first key's bytes.
+    pub fn keys_first(&self) -> &[u8] {
+        self.keys.parts().next().unwrap_or_default()
+    }
+
+    /// [`Call::plain_take`]'s SET, for tokio.
+    pub fn plain_set(&self) -> redis::Cmd {
         let key = self.keys.parts().next().unwrap_or_default();
         let mut args = self.args.parts();
         let (token, ttl) = (
             args.next().unwrap_or_default(),
             args.next().unwrap_or_default(),
         );
-        pipe.cmd("SET")
-            .arg(key)
-            .arg(token)
-            .arg("NX")
-            .arg("PX")
-            .arg(ttl);
-        pipe.cmd("PTTL").arg(key);
-        pipe
+        let mut set = redis::cmd("SET");
+        set.arg(key).arg(token).arg("NX").arg("PX").arg(ttl);
+        set
     }
 
-    /// The bytes of the call: EVALSHA, or the two plain commands.
+    /// What goes after a plain take's SET answered nil (the key is
+    /// another's): `PTTL key`, whose reply is read with the SET's as one
+    /// array, `[nil, pttl]`. Nothing for any other call.
+    pub fn on_nil(&self) -> Option<Vec<u8>> {
+        if !self.is_plain() {
+            return None;
+        }
+        let mut out = Vec::with_capacity(16 + self.keys.resp.len());
+        header(&mut out, b'*', 2);
+        bulk(&mut out, b"PTTL");
+        out.extend_from_slice(&self.keys.resp);
+        Some(out)
+    }
+
+    /// The bytes of the call: EVALSHA, or a plain take's SET.
     pub fn packed(&self) -> Vec<u8> {
         if !self.is_plain() {
             return self.evalsha();
         }
-        let mut out = Vec::with_capacity(64 + 2 * self.keys.resp.len() + self.args.resp.len());
+        let mut out = Vec::with_capacity(48 + self.keys.resp.len() + self.args.resp.len());
         header(&mut out, b'*', 6);
         bulk(&mut out, b"SET");
         out.extend_from_slice(&self.keys.resp);
@@ -417,9 +431,6 @@ impl<'s> Call<'s> {
         bulk(&mut out, b"NX");
         bulk(&mut out, b"PX");
         out.extend_from_slice(&self.args.resp[self.args_split()..]);
-        header(&mut out, b'*', 2);
-        bulk(&mut out, b"PTTL");
-        out.extend_from_slice(&self.keys.resp);
         out
     }
 
@@ -511,7 +522,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_plain_take_is_the_set_and_pttl_redis_rs_pipelines() {
+    fn a_plain_take_is_the_set_redis_rs_packs_then_a_pttl_on_nil() {
         for (key, token) in [
             ("k", "t"),
             ("{a}:b\r\n", "0b7e8f5e-7d2c-4c51-9a43-3d4b2f1e6a90"),
@@ -519,20 +530,21 @@ mod tests {
             let call = Call::plain_take(key, token, 30_000);
             assert!(call.is_plain());
             assert_eq!(call.source(), None, "no script to load");
-            assert_eq!(call.packed(), call.plain_pipe().get_packed_pipeline());
-            let mut by_hand = redis::pipe();
-            by_hand
-                .cmd("SET")
+            assert_eq!(call.packed(), call.plain_set().get_packed_command());
+            let by_hand = redis::cmd("SET")
                 .arg(key)
                 .arg(token)
                 .arg("NX")
                 .arg("PX")
-                .arg(30_000u64);
-            by_hand.cmd("PTTL").arg(key);
-            assert_eq!(call.packed(), by_hand.get_packed_pipeline());
+                .arg(30_000u64)
+                .get_packed_command();
+            assert_eq!(call.packed(), by_hand);
+            let pttl = redis::cmd("PTTL").arg(key).get_packed_command();
+            assert_eq!(call.on_nil(), Some(pttl));
         }
         let script = Call::plain_take("k", "t", 1);
         assert!(!Call::new(&ACQUIRE).is_plain());
+        assert_eq!(Call::new(&ACQUIRE).on_nil(), None);
         assert_eq!(Call::new(&ACQUIRE).packed(), Call::new(&ACQUIRE).evalsha());
         assert!(script.packed() != script.evalsha());
     }

@@ -855,15 +855,17 @@ fn a_plain_first_attempt_is_set_nx_px_and_its_answers_read_as_the_scripts() {
     let mut a = Acquisition::new(p.clone(), "tok".into(), 1, t0);
     let sent = drain(&mut a);
     assert!(sent[0].call.is_plain());
+    // Taken at once: the SET's OK alone (no PTTL is read).
     a.handle_reply(
         0,
         Purpose::Attempt(1),
-        plain(R::Status("OK".into()), -2),
+        Ok(R::Status("OK".into())),
         t0 + ms(1),
     );
     assert_eq!(won(&mut a).answers, vec![NodeAnswer::Ok]);
 
-    // Taken: the holder's lease left bounds the pause, as the script's answer does.
+    // Taken: the holder's lease left (the PTTL sent after the SET's nil)
+    // bounds the pause, as the script's answer does.
     let mut a = Acquisition::new(p, "tok".into(), 1, t0);
     drain(&mut a);
     a.handle_reply(0, Purpose::Attempt(1), plain(R::Nil, 40), t0 + ms(1));

@@ -21,7 +21,7 @@ use redis::aio::ConnectionLike;
 use redis::FromRedisValue;
 
 use super::notices::NoticeSink;
-use super::reply::{answer_of, bounded, is_noscript, recovering, reply_of, within};
+use super::reply::{answer_of, bounded, is_noscript, recovering, within};
 use super::{acked, notices, permits, renewals, Connection, Node};
 use crate::core::broken;
 use crate::core::error::NodeAnswer;
@@ -272,20 +272,21 @@ impl Node {
     }
 }
 
-/// A call's two plain commands ([`Call::plain_take`]) on `con`, pipelined:
-/// their replies as one array.
+/// A plain take ([`Call::plain_take`]) on `con`: its SET, and when that
+/// answers nil its PTTL, both replies then as one array.
 async fn query_plain(con: &Connection, call: &Call<'_>, timeout: Duration) -> Answer {
-    let pipe = call.plain_pipe();
     let mut con = con.clone();
-    match within(
-        con.pace().as_ref(),
-        timeout,
-        con.req_packed_commands(&pipe, 0, 2),
-    )
-    .await
-    {
-        Some(Ok(values)) => Ok(Reply::Array(values.into_iter().map(reply_of).collect())),
-        Some(Err(e)) => answer_of(Err(e)),
+    let set = call.plain_set();
+    let reply = match within(con.pace().as_ref(), timeout, con.req_packed_command(&set)).await {
+        Some(result) => answer_of(result)?,
+        None => return Err(NodeAnswer::Timeout),
+    };
+    if reply != Reply::Nil {
+        return Ok(reply);
+    }
+    let pttl = redis::cmd("PTTL").arg(call.keys_first()).to_owned();
+    match within(con.pace().as_ref(), timeout, con.req_packed_command(&pttl)).await {
+        Some(result) => Ok(Reply::Array(vec![Reply::Nil, answer_of(result)?])),
         None => Err(NodeAnswer::Timeout),
     }
 }

@@ -108,13 +108,13 @@ pub type Packed = Arc<Script>;
 
 /// A script call (EVALSHA, packed once and shared by every node it goes
 /// to) and the script's source, for the EVAL sent if a node answers NOSCRIPT;
-/// or a call's plain commands (no source), answered by `replies` replies.
+/// or a plain take's SET (no source), followed by a PTTL when answered nil.
 pub struct Script {
     pub(super) evalsha: Vec<u8>,
     pub(super) source: &'static str,
-    /// How many replies answer it: 2 for a plain take's `SET` and `PTTL`
-    /// (handed on as one array of both), else 1.
-    pub(super) replies: u8,
+    /// A plain take's SET: answered nil, `PTTL key` goes after it, its
+    /// reply handed on with the nil as one array ([`Script::on_nil`]).
+    pub(super) take: bool,
     /// The same call without its script, for a connection whose server has
     /// the commands (see [`Call::script_free`]).
     pub(super) free: Option<ScriptFree>,
@@ -128,7 +128,7 @@ impl Script {
         Script {
             evalsha,
             source,
-            replies: 1,
+            take: false,
             free: None,
         }
     }
@@ -140,7 +140,7 @@ impl Script {
         Arc::new(Script {
             evalsha: call.packed(),
             source: call.source().unwrap_or(""),
-            replies: if call.is_plain() { 2 } else { 1 },
+            take: call.is_plain(),
             free: match SEEN.load(Ordering::Relaxed) {
                 0 => None,
                 seen => call.script_free().filter(|f| bits(f.needs) & seen != 0),
@@ -150,6 +150,20 @@ impl Script {
 
     pub fn evalsha(&self) -> &[u8] {
         &self.evalsha
+    }
+
+    /// A plain take's `PTTL key` ([`Call::on_nil`]), built from its SET's
+    /// key (made only when the SET found the key taken).
+    pub fn on_nil(&self) -> Option<Vec<u8>> {
+        const SET: &[u8] = b"*6\r\n$3\r\nSET\r\n";
+        let rest = self.evalsha.strip_prefix(SET).filter(|_| self.take)?;
+        let line = rest.windows(2).position(|w| w == b"\r\n")?;
+        let len: usize = std::str::from_utf8(rest.get(1..line)?).ok()?.parse().ok()?;
+        let key = rest.get(..line + 2 + len + 2)?;
+        let mut out = Vec::with_capacity(16 + key.len());
+        out.extend_from_slice(b"*2\r\n$4\r\nPTTL\r\n");
+        out.extend_from_slice(key);
+        Some(out)
     }
 
     /// The same call as EVAL with the source (built only when needed); none

@@ -193,7 +193,7 @@ impl Wire {
             }
             None => {
                 self.out.extend_from_slice(&script.evalsha);
-                script.replies
+                1
             }
         };
         let sent_free = free.is_some();
@@ -361,18 +361,27 @@ impl Wire {
                         self.abandoned = self.abandoned.saturating_sub(1);
                         continue;
                     };
-                    let again = match (&value, &p.retry) {
+                    // Sent again (NOSCRIPT, a refused script-free form), or
+                    // followed by what reads the rest (a taken key's PTTL).
+                    let again = match (value, &p.retry) {
                         (Reply::NoScript, Some(script)) => {
                             let next = self.sent + 1;
-                            self.reloaded.resend(script, p.seq, next).map(|c| (c, None))
+                            self.reloaded
+                                .resend(script, p.seq, next)
+                                .map(|c| (c, None, None))
+                                .ok_or(Reply::NoScript)
                         }
-                        (value, Some(script)) if p.free => self
-                            .refused(value)
-                            .then(|| (script.evalsha.clone(), Some(script.clone()))),
-                        _ => None,
+                        (Reply::Nil, Some(script)) if script.take => script
+                            .on_nil()
+                            .map(|c| (c, None, Some(Reply::Nil)))
+                            .ok_or(Reply::Nil),
+                        (value, Some(script)) if p.free && self.refused(&value) => {
+                            Ok((script.evalsha.clone(), Some(script.clone()), None))
+                        }
+                        (value, _) => Err(value),
                     };
                     match again {
-                        Some((cmd, retry)) => {
+                        Ok((cmd, retry, first)) => {
                             // Nothing ran: sent again, answered in turn (once).
                             self.out.extend_from_slice(&cmd);
                             // A command of its own: its reply has the bound again.
@@ -384,13 +393,13 @@ impl Wire {
                                 retry,
                                 seq,
                                 bound: p.bound,
-                                first: None,
-                                replies: 1,
+                                replies: if first.is_some() { 2 } else { 1 },
+                                first,
                                 free: false,
                             });
                             resend = true;
                         }
-                        None => done.push((on_reply, Ok(value))),
+                        Err(value) => done.push((on_reply, Ok(value))),
                     }
                 }
                 Ok(None) => break,

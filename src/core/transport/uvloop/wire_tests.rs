@@ -271,35 +271,50 @@ fn a_command_the_socket_does_not_take_is_still_bounded() {
 }
 
 #[test]
-fn a_plain_take_owes_two_replies_and_gets_them_as_one_array() {
+fn a_plain_take_sends_its_pttl_only_when_the_set_answers_nil() {
     use crate::core::ops::scripts::Call;
     use crate::core::transport::uvloop::resp::Script;
     let (mut wire, mut server) = pair();
     let seen = Seen::default();
     let mut done = Done::new();
-    let take = Script::packed(&Call::plain_take("k", "t", 30));
-    let sent = take.evalsha().len();
-    wire.send_script(take.clone(), later(), recorder(&seen, 1), &mut done);
-    wire.send(b"P", later(), recorder(&seen, 2), &mut done);
+    let (won, taken) = (
+        Call::plain_take("k", "t", 30),
+        Call::plain_take("{a}:b", "u", 30),
+    );
+    let (won, taken_script) = (Script::packed(&won), Script::packed(&taken));
+    let pttl = taken.on_nil().expect("a PTTL");
+    assert_eq!(
+        taken_script.on_nil(),
+        Some(pttl.clone()),
+        "read off the SET's bytes"
+    );
+    let sent = won.evalsha().len() + taken_script.evalsha().len();
+    wire.send_script(won.clone(), later(), recorder(&seen, 1), &mut done);
+    wire.send_script(taken_script, later(), recorder(&seen, 2), &mut done);
+    wire.send(b"P", later(), recorder(&seen, 3), &mut done);
     let bytes = read_all(&mut wire, &mut server, sent + 1);
-    assert!(bytes.starts_with(b"*6\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nt\r\n$2\r\nNX\r\n$2\r\nPX\r\n$2\r\n30\r\n*2\r\n$4\r\nPTTL\r\n$1\r\nk\r\n"));
-    // The SET's reply alone answers nobody yet.
-    server.write_all(b"$-1\r\n").expect("write");
+    assert!(bytes.starts_with(b"*6\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nt\r\n$2\r\nNX\r\n$2\r\nPX\r\n$2\r\n30\r\n*6\r\n$3\r\nSET\r\n"));
+    server.write_all(b"+OK\r\n$-1\r\n+PONG\r\n").expect("write");
     wire.on_readable(&mut done);
-    assert!(done.is_empty());
-    server.write_all(b":1500\r\n+PONG\r\n").expect("write");
+    run(std::mem::take(&mut done));
+    // The taken key's PTTL went out after what was already sent.
+    assert_eq!(read_all(&mut wire, &mut server, pttl.len()), pttl);
+    server.write_all(b":1500\r\n").expect("write");
     wire.on_readable(&mut done);
     run(done);
     let seen = seen.borrow();
-    assert_eq!(seen.len(), 2);
+    assert_eq!(seen.len(), 3);
+    assert!(matches!(&seen[0], (1, Ok(Reply::Status(s))) if s == "OK"));
+    assert!(matches!(&seen[1], (3, Ok(Reply::Status(s))) if s == "PONG"));
     assert!(
-        matches!(&seen[0], (1, Ok(Reply::Array(pair))) if matches!(pair.as_slice(), [Reply::Nil, Reply::Int(1500)]))
+        matches!(&seen[2], (2, Ok(Reply::Array(pair))) if matches!(pair.as_slice(), [Reply::Nil, Reply::Int(1500)])),
+        "{seen:?}"
     );
-    assert!(matches!(&seen[1], (2, Ok(Reply::Status(s))) if s == "PONG"));
+    assert!(wire.is_idle());
 }
 
 #[test]
-fn a_plain_take_given_up_on_still_has_both_its_replies_read_and_dropped() {
+fn a_plain_take_given_up_on_sends_no_pttl() {
     use crate::core::ops::scripts::Call;
     use crate::core::transport::uvloop::resp::Script;
     let (mut wire, mut server) = pair();
@@ -313,15 +328,20 @@ fn a_plain_take_given_up_on_still_has_both_its_replies_read_and_dropped() {
     read_all(&mut wire, &mut server, sent + 1);
     wire.expire(Instant::now() + Duration::from_secs(1), &mut done);
     run(std::mem::take(&mut done));
-    server.write_all(b"+OK\r\n:-1\r\n+PONG\r\n").expect("write");
+    server.write_all(b"$-1\r\n+PONG\r\n").expect("write");
     wire.on_readable(&mut done);
-    run(done);
+    run(std::mem::take(&mut done));
+    wire.write_out(&mut done);
+    server.set_nonblocking(true).expect("nonblocking");
+    let mut more = [0u8; 16];
+    assert!(server.read(&mut more).is_err(), "nothing more was sent");
     let seen = seen.borrow();
     assert!(matches!(&seen[0], (1, Err(NodeAnswer::Timeout))));
     assert!(
         matches!(&seen[1], (2, Ok(Reply::Status(s))) if s == "PONG"),
         "{seen:?}"
     );
+    assert!(wire.is_idle());
 }
 
 /// A connection to a server with DELIFEQ and SET … IFEQ (made before a
