@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use napi::bindgen_prelude::{within_runtime_if_available, PromiseRaw};
 use napi::{sys, Env};
+use smallvec::SmallVec;
 
 use super::clients::{key_of, lookup, Found, Opened};
 use super::conn::Conn;
@@ -198,7 +199,7 @@ struct Driving {
     inbox: RefCell<VecDeque<(usize, Purpose, uvloop::Reply)>>,
     /// Each node's connection, as of its last command (a broken one is
     /// replaced by the client's next one; `None` until one is open).
-    conns: RefCell<Vec<Option<Rc<Conn>>>>,
+    conns: RefCell<SmallVec<[Option<Rc<Conn>>; 4]>>,
     reactor: Rc<Reactor>,
     deferred: Cell<Option<Deferred>>,
     env: sys::napi_env,

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use napi::{sys, Env};
 use redis::ConnectionInfo;
+use smallvec::SmallVec;
 
 use super::conn::Conn;
 use super::reactor::{current, reactor, Reactor, REACTOR};
@@ -43,6 +44,10 @@ pub(super) enum Found {
     /// Not open, and not being opened before a while: why.
     Down(String),
 }
+
+/// Each node's [`Found`], inline for up to four nodes (no allocation per
+/// operation on one node or a small Redlock).
+pub(super) type Founds = SmallVec<[Found; 4]>;
 
 /// One client's fast connections on this JS thread.
 pub(super) struct FastClient {
@@ -82,7 +87,7 @@ impl FastClient {
     /// Each node's connection as an acquisition finds it (the missing ones
     /// start connecting); `None` when one owes so many replies that it goes
     /// to the tokio path, which paces its attempts.
-    pub(super) fn for_operation(&self, r: &Reactor) -> Option<Vec<Found>> {
+    pub(super) fn for_operation(&self, r: &Reactor) -> Option<Founds> {
         let found = self.for_command(r);
         let saturated = found
             .iter()
@@ -95,7 +100,7 @@ impl FastClient {
     /// when it is written (see `Wire`), so a burst of 300,000 releases is
     /// one queue on the JS thread's connection rather than as many tasks on
     /// the runtime, where the connection's own reader waited behind them.
-    pub(super) fn for_command(&self, r: &Reactor) -> Vec<Found> {
+    pub(super) fn for_command(&self, r: &Reactor) -> Founds {
         (0..self.slots.len()).map(|i| self.find(r, i)).collect()
     }
 

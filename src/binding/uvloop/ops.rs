@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use napi::bindgen_prelude::{PromiseRaw, ToNapiValue};
 use napi::{sys, Env};
 
-use super::clients::{lookup, FastClient, Found};
+use super::clients::{lookup, FastClient, Found, Founds};
 use super::conn::Conn;
 use super::reactor::Reactor;
 use crate::binding::errors::to_napi;
@@ -27,18 +27,19 @@ use crate::core::Lock;
 pub(super) fn fan_out<Op: 'static>(
     r: &Reactor,
     fast: &FastClient,
-    found: Vec<Found>,
+    found: Founds,
     op: Op,
     cmd: uvloop::Packed,
     timeout: Duration,
     answer: impl Fn(&mut Op, usize, uvloop::Reply) + 'static,
 ) {
-    let op = Rc::new(RefCell::new(op));
-    let answer = Rc::new(answer);
+    // The operation and what takes its replies, shared by every node's.
+    let shared = Rc::new((RefCell::new(op), answer));
     let deadline = Instant::now() + timeout;
     for (i, found) in found.into_iter().enumerate() {
-        let (op, answer) = (op.clone(), answer.clone());
+        let shared = shared.clone();
         let on_reply: transport::OnReply = Box::new(move |reply| {
+            let (op, answer) = &*shared;
             if let Ok(mut op) = op.try_borrow_mut() {
                 answer(&mut op, i, reply);
             }
@@ -88,7 +89,7 @@ pub fn extend<'env>(env: &'env Env, lock: &Lock, ttl: Duration) -> Option<Promis
 fn settle_when_decided<Op>(
     r: &Reactor,
     fast: &FastClient,
-    found: Vec<Found>,
+    found: Founds,
     op: Op,
     raw_env: sys::napi_env,
     deferred: Deferred,

@@ -154,7 +154,7 @@ pub(crate) fn register(
 ) -> (Result<Lock>, LateAnswers) {
     let spec = &request.spec;
     let record = Answers::default();
-    let late = record.begin(won.answers);
+    let late = record.begin(&won.answers);
     let started = broken::validity_start(won.started);
     let drift = inner.cfg.drift_for(spec.ttl);
     let state = Arc::new(LockState::new(NewLock {

@@ -304,7 +304,7 @@ pub async fn extend(inner: &Arc<Inner>, state: &Arc<LockState>, ttl: Duration) -
         (Some(acked), [node]) => {
             let (answer, replicas) = node.extend_acked(&renewal[0], timeout, acked).await;
             state.set_replicas(replicas);
-            state.answers.start(vec![answer.clone()]);
+            state.answers.start(std::slice::from_ref(&answer));
             vec![answer]
         }
         _ => ending::extend_until_decided(inner, &renewal[0], timeout, &state.answers).await,

@@ -10,8 +10,9 @@ pub const MAX_KEY_BYTES: usize = 64 * 1024;
 /// Most keys one lock may hold.
 pub const MAX_KEYS: usize = 1024;
 
-/// Checks and de-duplicates the keys of one lock, keeping their order.
-pub fn lock_keys(keys: Vec<String>) -> Result<Vec<String>> {
+/// Checks and de-duplicates the keys of one lock, keeping their order (in
+/// place: the caller's list is the lock's).
+pub fn lock_keys(mut keys: Vec<String>) -> Result<Vec<String>> {
     if keys.is_empty() {
         return Err(LockError::invalid_value("key", "must not be an empty list"));
     }
@@ -22,8 +23,7 @@ pub fn lock_keys(keys: Vec<String>) -> Result<Vec<String>> {
             keys.len(),
         ));
     }
-    let mut out: Vec<String> = Vec::with_capacity(keys.len());
-    for key in keys {
+    for key in &keys {
         if key.is_empty() {
             return Err(LockError::invalid_value(
                 "key",
@@ -37,11 +37,17 @@ pub fn lock_keys(keys: Vec<String>) -> Result<Vec<String>> {
                 format!("{} bytes", key.len()),
             ));
         }
-        if !out.contains(&key) {
-            out.push(key);
+    }
+    // Each key kept where it first comes.
+    let mut kept = 0;
+    for i in 0..keys.len() {
+        if !keys[..kept].contains(&keys[i]) {
+            keys.swap(kept, i);
+            kept += 1;
         }
     }
-    Ok(out)
+    keys.truncate(kept);
+    Ok(keys)
 }
 
 /// The channel prefix the release script publishes a key's release notices on.
@@ -239,6 +245,14 @@ mod tests {
         assert_eq!(
             lock_keys(vec!["a".into(), "b".into(), "a".into()]).ok(),
             Some(vec!["a".to_string(), "b".to_string()])
+        );
+        let many = ["a", "b", "a", "c", "b", "d", "d", "a"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            lock_keys(many).ok(),
+            Some(["a", "b", "c", "d"].map(String::from).to_vec()),
+            "each where it first comes"
         );
         assert!(lock_keys(vec![]).is_err());
         for derived in [

@@ -39,12 +39,12 @@ impl Answers {
     /// The answers of an operation that heard from every node.
     pub fn of(answers: Vec<NodeAnswer>) -> Answers {
         let a = Answers::default();
-        a.start(answers);
+        a.start(&answers);
         a
     }
 
     /// Records a new operation's answers so far; returns its number.
-    pub fn start(&self, answers: Vec<NodeAnswer>) -> u64 {
+    pub fn start(&self, answers: &[NodeAnswer]) -> u64 {
         let mut g = sync::lock(&self.0);
         g.op += 1;
         if answers.iter().all(|a| *a == NodeAnswer::Ok) {
@@ -52,7 +52,7 @@ impl Answers {
             g.list = Vec::new();
         } else {
             g.all_ok = 0;
-            g.list = answers;
+            g.list = answers.to_vec();
         }
         g.op
     }
@@ -79,7 +79,7 @@ impl Answers {
 
     /// Records a new operation's answers so far, and where the answers of
     /// its nodes still out go.
-    pub fn begin(&self, answers: Vec<NodeAnswer>) -> LateAnswers {
+    pub fn begin(&self, answers: &[NodeAnswer]) -> LateAnswers {
         LateAnswers {
             op: self.start(answers),
             record: self.clone(),
@@ -109,10 +109,10 @@ mod tests {
     #[test]
     fn late_answers_fill_in_their_own_operation_only() {
         let a = Answers::default();
-        let first = a.start(vec![NodeAnswer::Ok, NodeAnswer::Pending]);
+        let first = a.start(&[NodeAnswer::Ok, NodeAnswer::Pending]);
         a.late(first, 1, NodeAnswer::Held { pttl_ms: None });
         assert_eq!(a.get()[1].kind(), "held");
-        let second = a.start(vec![NodeAnswer::Ok, NodeAnswer::Pending]);
+        let second = a.start(&[NodeAnswer::Ok, NodeAnswer::Pending]);
         a.late(first, 1, NodeAnswer::Timeout);
         assert_eq!(
             a.get()[1].kind(),
@@ -123,7 +123,7 @@ mod tests {
         a.late(second, 9, NodeAnswer::Ok);
         assert_eq!(a.get()[1].kind(), "not-held");
         // Every node said ok (kept without a list), then one answered late.
-        let third = a.start(vec![NodeAnswer::Ok, NodeAnswer::Ok]);
+        let third = a.start(&[NodeAnswer::Ok, NodeAnswer::Ok]);
         assert_eq!(a.get(), [NodeAnswer::Ok, NodeAnswer::Ok]);
         a.late(third, 1, NodeAnswer::NotHeld);
         a.late(third, 2, NodeAnswer::NotHeld);

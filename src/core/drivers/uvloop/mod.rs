@@ -76,7 +76,7 @@ impl Late {
                 if answers.iter().any(|a| matches!(a, NodeAnswer::Pending)) {
                     self.running = Some(self.inner.track());
                 }
-                self.late = Some(self.record.begin(answers.clone()));
+                self.late = Some(self.record.begin(&answers));
                 Some(answers)
             }
             Progress::Late {

@@ -68,8 +68,9 @@ const EARLY_HANDOFFS: usize = 16;
 #[derive(Default)]
 pub struct Waiters {
     queues: Mutex<HashMap<String, Queue>>,
-    /// The callers acquiring each key that are not done yet, in call order.
-    lines: Mutex<HashMap<String, VecDeque<Caller>>>,
+    /// The callers acquiring each key that are not done yet, in call order
+    /// (the key shared with their [`Arrival`]s).
+    lines: Mutex<HashMap<Arc<str>, VecDeque<Caller>>>,
     next_arrival: AtomicU64,
     next_id: AtomicU64,
 }
@@ -89,21 +90,22 @@ impl Waiters {
     /// Takes a place in the line of callers acquiring `key`, in call order.
     pub fn arrive(self: &Arc<Self>, key: &str) -> Arrival {
         let seq = self.next_arrival.fetch_add(1, Ordering::Relaxed);
-        let turn = Arc::new(Notify::new());
-        sync::lock(&self.lines)
-            .entry(key.to_string())
-            .or_default()
-            .push_back(Caller {
-                seq,
-                answered: false,
-                turn: turn.clone(),
-                waker: None,
-            });
+        let caller = Caller {
+            seq,
+            answered: false,
+            turn: None,
+            waker: None,
+        };
+        let mut lines = sync::lock(&self.lines);
+        let key = match lines.get_key_value(key) {
+            Some((shared, _)) => shared.clone(),
+            None => Arc::from(key),
+        };
+        lines.entry(key.clone()).or_default().push_back(caller);
         Arrival {
             waiters: self.clone(),
-            key: key.to_string(),
+            key,
             seq,
-            turn,
         }
     }
 
@@ -286,7 +288,9 @@ struct Caller {
     seq: u64,
     /// Its first attempt was answered without taking the lock.
     answered: bool,
-    turn: Arc<Notify>,
+    /// Notified when its turn may have come, made once a task waits in
+    /// [`Arrival::turn`].
+    turn: Option<Arc<Notify>>,
     /// Told when its turn may have come, besides a task waiting in [`Arrival::turn`].
     waker: Option<Waker>,
 }
@@ -295,9 +299,8 @@ struct Caller {
 /// taken when it is called; leaving it (on drop) lets the next caller go.
 pub struct Arrival {
     waiters: Arc<Waiters>,
-    key: String,
+    key: Arc<str>,
     seq: u64,
-    turn: Arc<Notify>,
 }
 
 impl Arrival {
@@ -319,7 +322,18 @@ impl Arrival {
 
     /// Completes once [`Arrival::may_go`].
     pub async fn turn(&self) {
-        wait_until(&self.turn, || self.may_go()).await
+        let turn = {
+            let mut lines = sync::lock(&self.waiters.lines);
+            let me = lines
+                .get_mut(&self.key)
+                .and_then(|line| line.iter_mut().find(|c| c.seq == self.seq));
+            match me {
+                Some(me) => me.turn.get_or_insert_with(Default::default).clone(),
+                // Left the line: nobody holds it back.
+                None => return,
+            }
+        };
+        wait_until(&turn, || self.may_go()).await
     }
 
     /// Tells `waker` when this caller's turn may have come (it then asks
@@ -378,7 +392,9 @@ impl Drop for Arrival {
 /// first one whose first attempt is still out (nobody behind it may go).
 fn wake_from(line: &VecDeque<Caller>, i: usize) {
     for c in line.iter().skip(i) {
-        c.turn.notify_waiters();
+        if let Some(turn) = &c.turn {
+            turn.notify_waiters();
+        }
         if !c.answered {
             // The first whose first attempt is still out may go now; the
             // answered ones before it began long ago and need no wake.

@@ -35,7 +35,7 @@ impl Bounds {
 /// could not reach never got the command; any other may hold its token, and
 /// so may one that `wrote` though it answered held (a Redlock semaphore's
 /// node that granted other slots than the most granted ones).
-pub(crate) fn to_undo(answers: &[NodeAnswer], wrote: Option<&[bool]>) -> Vec<bool> {
+pub(crate) fn to_undo(answers: &[NodeAnswer], wrote: Option<&[bool]>) -> super::state::Flags {
     let held = |a: &NodeAnswer| matches!(a, NodeAnswer::Held { .. } | NodeAnswer::Unreachable(_));
     let wrote = |i: usize| wrote.is_some_and(|w| w.get(i).copied().unwrap_or(false));
     answers

@@ -11,6 +11,9 @@ use crate::core::error::LockError;
 use crate::core::ops::acquire::Acquire;
 use crate::core::ops::permits::SlotReply;
 
+/// One flag per node, inline for up to eight nodes.
+pub(crate) type Flags = smallvec::SmallVec<[bool; 8]>;
+
 pub(super) enum Phase {
     /// Not begun: earlier callers of its client for the key have not had
     /// their first attempt answered yet ([`Acquisition::handle_turn`]).
@@ -21,15 +24,15 @@ pub(super) enum Phase {
         n: u32,
         started: Instant,
         op: Acquire,
-        out: Vec<bool>,
-        sent: Vec<bool>,
+        out: Flags,
+        sent: Flags,
         /// A Redlock semaphore's attempt: each node's reply as it came.
         slots: Vec<Option<SlotReply>>,
     },
     /// Attempt `n` lost and is retried: its undo must land first.
     Undo {
         n: u32,
-        out: Vec<bool>,
+        out: Flags,
         deadline: Instant,
         longest_pttl: Option<u64>,
     },

@@ -7,7 +7,7 @@ use rand::Rng;
 
 use super::decide::{self, Next};
 use super::failure::{attempt_failed, behind_earlier, timed_out, wait_passed};
-use super::state::{Acquisition, Phase};
+use super::state::{Acquisition, Flags, Phase};
 use super::{Event, Outcome, Purpose, Take, Transmit, Won};
 use crate::core::error::{LockError, NodeAnswer};
 use crate::core::ops::acquire::{self, Acquire};
@@ -48,8 +48,8 @@ impl Acquisition {
             n,
             started: now,
             op,
-            out: vec![true; nodes],
-            sent: vec![false; nodes],
+            out: smallvec::smallvec![true; nodes],
+            sent: smallvec::smallvec![false; nodes],
             slots: if slots.is_some() {
                 vec![None; nodes]
             } else {
@@ -264,7 +264,7 @@ impl Acquisition {
     pub(super) fn fail_undoing_all(&mut self, failure: LockError) {
         let sent = match &self.phase {
             Phase::Attempt { sent, .. } => sent.clone(),
-            _ => Vec::new(),
+            _ => Flags::new(),
         };
         self.fail(failure, &sent);
     }

@@ -51,7 +51,7 @@ impl<T: Send + 'static> Collect<T> {
                 .gather
                 .offer(i, answer, extra, |g| g.all_in() || decided(g));
             if let Progress::Decided(answers) = progress {
-                self.late = self.record.as_ref().map(|r| r.begin(answers.clone()));
+                self.late = self.record.as_ref().map(|r| r.begin(&answers));
                 return answers;
             }
         }
