@@ -116,24 +116,25 @@ struct Packed {
 impl Packed {
     fn push(&mut self, arg: &[u8]) {
         if self.resp.capacity() == 0 {
-            self.resp.reserve(64 + arg.len());
+            // Room for a lock's key, token and notice channel, and the
+            // EVALSHA header put before them (`Call::into_packed`).
+            self.resp.reserve(192 + arg.len());
         }
         bulk(&mut self.resp, arg);
         self.count += 1;
     }
+}
 
-    /// Each argument's bytes, in order.
-    fn parts(&self) -> impl Iterator<Item = &[u8]> {
-        let mut rest = self.resp.as_slice();
-        std::iter::from_fn(move || {
-            let rest_now = rest.strip_prefix(b"$")?;
-            let end = rest_now.iter().position(|&b| b == b'\r')?;
-            let len: usize = std::str::from_utf8(&rest_now[..end]).ok()?.parse().ok()?;
-            let body = rest_now.get(end + 2..end + 2 + len)?;
-            rest = rest_now.get(end + 2 + len + 2..)?;
-            Some(body)
-        })
-    }
+/// Each bulk string's bytes in `resp`, in order.
+fn parts(mut rest: &[u8]) -> impl Iterator<Item = &[u8]> {
+    std::iter::from_fn(move || {
+        let rest_now = rest.strip_prefix(b"$")?;
+        let end = rest_now.iter().position(|&b| b == b'\r')?;
+        let len: usize = std::str::from_utf8(&rest_now[..end]).ok()?.parse().ok()?;
+        let body = rest_now.get(end + 2..end + 2 + len)?;
+        rest = rest_now.get(end + 2 + len + 2..)?;
+        Some(body)
+    })
 }
 
 impl redis::RedisWrite for Packed {
@@ -219,8 +220,11 @@ fn header(out: &mut Vec<u8>, kind: u8, n: usize) {
 #[derive(Debug, Clone)]
 pub struct Call<'s> {
     pub script: &'s Script,
-    keys: Packed,
-    args: Packed,
+    /// The keys, then the arguments: one buffer for both.
+    packed: Packed,
+    /// Where the keys' bytes end in `packed`, and how many keys there are.
+    keys_end: usize,
+    key_count: usize,
     form: Form,
 }
 
@@ -284,10 +288,33 @@ impl<'s> Call<'s> {
     pub fn new(script: &'s Script) -> Call<'s> {
         Call {
             script,
-            keys: Packed::default(),
-            args: Packed::default(),
+            packed: Packed::default(),
+            keys_end: 0,
+            key_count: 0,
             form: Form::Script,
         }
+    }
+
+    /// The keys' bytes, each a RESP bulk string.
+    fn keys_resp(&self) -> &[u8] {
+        &self.packed.resp[..self.keys_end]
+    }
+
+    /// The arguments' bytes, each a RESP bulk string.
+    fn args_resp(&self) -> &[u8] {
+        &self.packed.resp[self.keys_end..]
+    }
+
+    fn key_parts(&self) -> impl Iterator<Item = &[u8]> {
+        parts(self.keys_resp())
+    }
+
+    fn arg_parts(&self) -> impl Iterator<Item = &[u8]> {
+        parts(self.args_resp())
+    }
+
+    fn arg_count(&self) -> usize {
+        self.packed.count - self.key_count
     }
 
     /// The release script for one key held by `token` (announced on
@@ -318,8 +345,8 @@ impl<'s> Call<'s> {
         if matches!(self.form, Form::Script | Form::Take) {
             return None;
         }
-        let key = self.keys.parts().next()?;
-        let mut args = self.args.parts();
+        let key = self.key_parts().next()?;
+        let mut args = self.arg_parts();
         let token = args.next()?;
         let second = args.next()?;
         let mut bytes = Vec::with_capacity(48 + 2 * (key.len() + token.len()) + second.len());
@@ -388,13 +415,13 @@ impl<'s> Call<'s> {
 
     /// The first key's bytes.
     pub fn keys_first(&self) -> &[u8] {
-        self.keys.parts().next().unwrap_or_default()
+        self.key_parts().next().unwrap_or_default()
     }
 
     /// [`Call::plain_take`]'s SET, for tokio.
     pub fn plain_set(&self) -> redis::Cmd {
-        let key = self.keys.parts().next().unwrap_or_default();
-        let mut args = self.args.parts();
+        let key = self.key_parts().next().unwrap_or_default();
+        let mut args = self.arg_parts();
         let (token, ttl) = (
             args.next().unwrap_or_default(),
             args.next().unwrap_or_default(),
@@ -411,10 +438,10 @@ impl<'s> Call<'s> {
         if !self.is_plain() {
             return None;
         }
-        let mut out = Vec::with_capacity(16 + self.keys.resp.len());
+        let mut out = Vec::with_capacity(16 + self.keys_end);
         header(&mut out, b'*', 2);
         bulk(&mut out, b"PTTL");
-        out.extend_from_slice(&self.keys.resp);
+        out.extend_from_slice(self.keys_resp());
         Some(out)
     }
 
@@ -423,33 +450,80 @@ impl<'s> Call<'s> {
         if !self.is_plain() {
             return self.evalsha();
         }
-        let mut out = Vec::with_capacity(48 + self.keys.resp.len() + self.args.resp.len());
+        let mut out = Vec::with_capacity(48 + self.keys_end + self.args_resp().len());
         header(&mut out, b'*', 6);
         bulk(&mut out, b"SET");
-        out.extend_from_slice(&self.keys.resp);
-        out.extend_from_slice(&self.args.resp[..self.args_split()]);
+        out.extend_from_slice(self.keys_resp());
+        out.extend_from_slice(&self.args_resp()[..self.args_split()]);
         bulk(&mut out, b"NX");
         bulk(&mut out, b"PX");
-        out.extend_from_slice(&self.args.resp[self.args_split()..]);
+        out.extend_from_slice(&self.args_resp()[self.args_split()..]);
         out
+    }
+
+    /// [`Call::packed`]'s bytes made in the call's own buffer (the header
+    /// put before its keys and arguments there): no copy of them.
+    pub fn into_packed(mut self) -> Vec<u8> {
+        use std::io::Write;
+        let mut buf = [0u8; 128];
+        let mut head = std::io::Cursor::new(&mut buf[..]);
+        if self.is_plain() {
+            let split = self.keys_end + self.args_split();
+            let mut nx_px = [0u8; 16];
+            let mut at = 0;
+            for word in [&b"NX"[..], b"PX"] {
+                nx_px[at..at + 8].copy_from_slice(b"$2\r\n__\r\n");
+                nx_px[at + 4..at + 6].copy_from_slice(word);
+                at += 8;
+            }
+            self.packed.resp.splice(split..split, nx_px);
+            let _ = head.write_all(b"*6\r\n$3\r\nSET\r\n");
+        } else {
+            let (keys, hash) = (self.key_count, self.script.get_hash());
+            let mut digits = itoa::Buffer::new();
+            let count = digits.format(keys);
+            let _ = write!(
+                head,
+                "*{}\r\n$7\r\nEVALSHA\r\n${}\r\n{hash}\r\n${}\r\n{count}\r\n",
+                3 + keys + self.arg_count(),
+                hash.len(),
+                count.len(),
+            );
+        }
+        let n = head.position() as usize;
+        self.packed.resp.splice(0..0, buf[..n].iter().copied());
+        self.packed.resp
     }
 
     /// Where the second argument's bytes begin.
     fn args_split(&self) -> usize {
-        let first = self.args.parts().next().map_or(0, <[u8]>::len);
+        let first = self.arg_parts().next().map_or(0, <[u8]>::len);
         let head = 1 + itoa::Buffer::new().format(first).len() + 2;
-        (head + first + 2).min(self.args.resp.len())
+        (head + first + 2).min(self.args_resp().len())
     }
 
     /// Adds the key(s) `key` (a string, or a slice of them).
     pub fn key<T: redis::ToRedisArgs>(&mut self, key: T) -> &mut Self {
-        key.write_redis_args(&mut self.keys);
+        let before = self.packed.count;
+        if self.keys_end == self.packed.resp.len() {
+            key.write_redis_args(&mut self.packed);
+            self.keys_end = self.packed.resp.len();
+        } else {
+            // Arguments came first: the keys still go before them.
+            let mut more = Packed::default();
+            key.write_redis_args(&mut more);
+            let at = self.keys_end;
+            self.packed.resp.splice(at..at, more.resp.iter().copied());
+            self.packed.count += more.count;
+            self.keys_end += more.resp.len();
+        }
+        self.key_count += self.packed.count - before;
         self
     }
 
     /// Adds the argument(s) `arg`.
     pub fn arg<T: redis::ToRedisArgs>(&mut self, arg: T) -> &mut Self {
-        arg.write_redis_args(&mut self.args);
+        arg.write_redis_args(&mut self.packed);
         self
     }
 
@@ -457,7 +531,7 @@ impl<'s> Call<'s> {
     #[cfg(test)]
     pub fn args_text(&self) -> Vec<String> {
         let text = |a: &[u8]| String::from_utf8_lossy(a).into_owned();
-        self.args.parts().map(text).collect()
+        self.arg_parts().map(text).collect()
     }
 
     /// The script's source, when it is one of [`ALL`] (none for plain
@@ -491,11 +565,11 @@ impl<'s> Call<'s> {
 
     /// Appends the key count, keys and arguments to `cmd`.
     pub fn args_to(&self, mut cmd: redis::Cmd) -> redis::Cmd {
-        cmd.arg(self.keys.count);
-        for k in self.keys.parts() {
+        cmd.arg(self.key_count);
+        for k in self.key_parts() {
             cmd.arg(k);
         }
-        for a in self.args.parts() {
+        for a in self.arg_parts() {
             cmd.arg(a);
         }
         cmd
@@ -503,16 +577,16 @@ impl<'s> Call<'s> {
 
     /// The bytes of the call as EVALSHA.
     pub fn evalsha(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(80 + self.keys.resp.len() + self.args.resp.len());
-        header(&mut out, b'*', 3 + self.keys.count + self.args.count);
+        let mut out = Vec::with_capacity(80 + self.keys_end + self.args_resp().len());
+        header(&mut out, b'*', 3 + self.key_count + self.arg_count());
         bulk(&mut out, b"EVALSHA");
         bulk(&mut out, self.script.get_hash().as_bytes());
         bulk(
             &mut out,
-            itoa::Buffer::new().format(self.keys.count).as_bytes(),
+            itoa::Buffer::new().format(self.key_count).as_bytes(),
         );
-        out.extend_from_slice(&self.keys.resp);
-        out.extend_from_slice(&self.args.resp);
+        out.extend_from_slice(self.keys_resp());
+        out.extend_from_slice(self.args_resp());
         out
     }
 }
@@ -637,8 +711,29 @@ mod tests {
             call.args_text(),
             ["tok\r\nen", "30000", "-7", "2.5", "\0bytes", ""]
         );
+        // Keys given after arguments still go before them.
+        let mut late = Call::new(&RELEASE);
+        late.arg("a").key("k").arg(7u64).key(&keys[..]);
+        let mut by_hand = redis::cmd("EVALSHA");
+        by_hand
+            .arg(RELEASE.get_hash())
+            .arg(3)
+            .arg("k")
+            .arg(&keys[..])
+            .arg("a")
+            .arg(7u64);
+        assert_eq!(late.evalsha(), by_hand.get_packed_command());
+        assert_eq!(
+            late.cmd(false).get_packed_command(),
+            by_hand.get_packed_command()
+        );
+        assert_eq!(late.args_text(), ["a", "7"]);
+        assert_eq!(late.clone().into_packed(), late.evalsha());
+        let take = Call::plain_take("{a}:b", "tok", 30_000);
+        assert_eq!(take.clone().into_packed(), take.packed());
         let bare = Call::new(&RELEASE);
         assert_eq!(bare.evalsha(), bare.cmd(false).get_packed_command());
+        assert_eq!(bare.clone().into_packed(), bare.evalsha());
         assert!(bare.args_text().is_empty());
     }
 

@@ -132,7 +132,7 @@ impl FastAcquire {
             let packed = match &self.packed {
                 Some((purpose, p)) if *purpose == t.purpose => p.clone(),
                 _ => {
-                    let p = Script::packed(&t.call);
+                    let p = Script::of(t.call);
                     self.packed = Some((t.purpose, p.clone()));
                     p
                 }

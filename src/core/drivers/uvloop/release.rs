@@ -37,7 +37,7 @@ pub fn fast_release(lock: &Lock) -> std::result::Result<FastRelease, Release> {
         late: Late::new(inner.clone(), state.answers.clone()),
         inner: inner.clone(),
         state: state.clone(),
-        packed: Script::packed(&call),
+        packed: Script::of(call),
         timeout: inner.cfg.command_timeout,
     })
 }

@@ -31,13 +31,20 @@ impl Acquisition {
         };
         // Concurrent attempts start at different slots, so they rarely want the same ones.
         let first = slots.map_or(0, |limit| self.rng.random_range(0..limit));
-        let call = self.plan.take.call(&self.plan, &self.token, n, first);
+        let mut call = Some(self.plan.take.call(&self.plan, &self.token, n, first));
         for node in 0..nodes {
-            self.transmits.push_back(Transmit {
-                node,
-                purpose: Purpose::Attempt(n),
-                call: call.clone(),
-            });
+            // The last node takes the call itself.
+            let call = match node + 1 == nodes {
+                true => call.take(),
+                false => call.clone(),
+            };
+            if let Some(call) = call {
+                self.transmits.push_back(Transmit {
+                    node,
+                    purpose: Purpose::Attempt(n),
+                    call,
+                });
+            }
         }
         self.heard = self.listening;
         let mut op = Acquire::new(nodes, self.plan.lease).reading(self.plan.take.reader());

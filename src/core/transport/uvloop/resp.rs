@@ -137,17 +137,24 @@ impl Script {
     /// node it goes to (every script of `scripts` has its source; one
     /// without would have no EVAL to recover from NOSCRIPT with).
     pub fn packed(call: &Call<'_>) -> Packed {
-        Arc::new(Script {
-            evalsha: call.packed(),
-            source: call.source().unwrap_or(""),
-            take: call.is_plain(),
-            free: match SEEN.load(Ordering::Relaxed) {
-                0 => None,
-                seen => call.script_free().filter(|f| bits(f.needs) & seen != 0),
-            },
-        })
+        Script::of(call.clone())
     }
 
+    /// [`Script::packed`], the call's own buffer becoming its bytes.
+    pub fn of(call: Call<'_>) -> Packed {
+        let source = call.source().unwrap_or("");
+        let take = call.is_plain();
+        let free = match SEEN.load(Ordering::Relaxed) {
+            0 => None,
+            seen => call.script_free().filter(|f| bits(f.needs) & seen != 0),
+        };
+        Arc::new(Script {
+            evalsha: call.into_packed(),
+            source,
+            take,
+            free,
+        })
+    }
     pub fn evalsha(&self) -> &[u8] {
         &self.evalsha
     }
