@@ -8,7 +8,7 @@
 
 const { test, before, after, describe } = require('node:test')
 const assert = require('node:assert/strict')
-const { startRedis, inspector, lockClient, commandStats, waitFor } = require('./helpers')
+const { startRedis, inspector, lockClient, commandsOf, waitFor } = require('./helpers')
 
 let server
 let probe
@@ -23,15 +23,8 @@ after(async () => {
   await server.stop()
 })
 
-/** What one step did on the server: calls per command, from commandstats. */
-async function counted(step) {
-  await probe.config('RESETSTAT')
-  await step()
-  const stats = await commandStats(probe)
-  // The probe's own INFO and CONFIG RESETSTAT are not the lock's.
-  const lock = Object.entries(stats).filter(([cmd]) => !/^(info|config)\b/.test(cmd))
-  return Object.fromEntries(lock.map(([cmd, s]) => [cmd, s.calls]))
-}
+/** Calls per command that `step` made the server run. */
+const counted = (step) => commandsOf(probe, step)
 
 for (const fast of [true, false]) {
   describe(fast ? 'JS-loop driver' : 'tokio driver (LOCKDOG_FAST_PATH=0)', () => {

@@ -11,7 +11,7 @@
 
 const { test, before, after, describe } = require('node:test')
 const assert = require('node:assert/strict')
-const { startRedis, inspector, lockClient, commandStats, scriptFreeCommands, waitFor } = require('./helpers')
+const { startRedis, inspector, lockClient, commandStats, commandsOf, scriptFreeCommands, waitFor } = require('./helpers')
 
 let server
 let probe
@@ -28,14 +28,8 @@ after(async () => {
   await server.stop()
 })
 
-/** Calls per command (and refusals) that `step` made, from commandstats. */
-async function counted(step) {
-  await probe.config('RESETSTAT')
-  await step()
-  const stats = await commandStats(probe)
-  const lock = Object.entries(stats).filter(([cmd]) => !/^(info|config)\b/.test(cmd))
-  return Object.fromEntries(lock.map(([cmd, s]) => [cmd, s.calls]))
-}
+/** Calls per command that `step` made the server run. */
+const counted = (step) => commandsOf(probe, step)
 
 const scripts = (stats) => (stats.evalsha ?? 0) + (stats.eval ?? 0)
 

@@ -180,6 +180,15 @@ function lockClient(fast, options) {
   }
 }
 
+/** What `step` made the server run: calls per command, from commandstats (the probe's own INFO and CONFIG RESETSTAT left out). */
+async function commandsOf(probe, step) {
+  await probe.config('RESETSTAT')
+  await step()
+  const stats = await commandStats(probe)
+  const lock = Object.entries(stats).filter(([cmd]) => !/^(info|config)\b/.test(cmd))
+  return Object.fromEntries(lock.map(([cmd, s]) => [cmd, s.calls]))
+}
+
 /** What the server has of the commands that stand for scripts: `DELIFEQ` (Valkey 9.0), `SET … IFEQ` (Valkey 8.1). */
 async function scriptFreeCommands(redis) {
   const m = /^valkey_version:(\d+)\.(\d+)/m.exec(await redis.info('server'))
@@ -187,4 +196,4 @@ async function scriptFreeCommands(redis) {
   return { delIfEq: v >= 900, setIfEq: v >= 801 }
 }
 
-module.exports = { scriptFreeCommands, serverAndClient, lockClient, commandStats, scriptCalls, commandLog, loopLag, startRedis, waitFor, redisServerAvailable, freePort, inspector, runWorker, sleep, aborted, ROOT }
+module.exports = { commandsOf, scriptFreeCommands, serverAndClient, lockClient, commandStats, scriptCalls, commandLog, loopLag, startRedis, waitFor, redisServerAvailable, freePort, inspector, runWorker, sleep, aborted, ROOT }
