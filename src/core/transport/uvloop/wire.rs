@@ -196,11 +196,8 @@ impl Wire {
                 1
             }
         };
-        let sent_free = free.is_some();
-        self.queue(Some(script), replies, deadline, on_reply, done);
-        if let Some(p) = self.pending.back_mut() {
-            p.free = sent_free;
-        }
+        let free = free.is_some();
+        self.queue(Some(script), (replies, free), deadline, on_reply, done);
     }
 
     fn send_command(
@@ -212,14 +209,15 @@ impl Wire {
         done: &mut Done,
     ) {
         self.out.extend_from_slice(cmd);
-        self.queue(retry, 1, deadline, on_reply, done);
+        self.queue(retry, (1, false), deadline, on_reply, done);
     }
 
-    /// Owes the reply to the command just put in `out`.
+    /// Owes the reply to the command just put in `out`: how many replies
+    /// answer it, and whether it went without its script.
     fn queue(
         &mut self,
         retry: Option<Arc<Script>>,
-        replies: u8,
+        (replies, free): (u8, bool),
         deadline: Instant,
         on_reply: OnReply,
         done: &mut Done,
@@ -243,7 +241,7 @@ impl Wire {
             bound: deadline.saturating_duration_since(Instant::now()),
             first: None,
             replies,
-            free: false,
+            free,
         });
         self.peak.track(self.pending.len());
         if self.out.len() >= EARLY_WRITE {
@@ -382,7 +380,8 @@ impl Wire {
                     };
                     match again {
                         Ok((cmd, retry, first)) => {
-                            // Nothing ran: sent again, answered in turn (once).
+                            // Sent again (nothing ran) or followed by its PTTL:
+                            // answered in turn.
                             self.out.extend_from_slice(&cmd);
                             // A command of its own: its reply has the bound again.
                             let seq = self.next_seq();
