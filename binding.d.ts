@@ -71,6 +71,11 @@ export declare class NativeClient {
    * Decided when the client is created.
    */
   get fastPath(): boolean
+  /**
+   * What names this client to `hotCalls().acquire` (on the JS-loop
+   * driver; `null` without it).
+   */
+  get hotKey(): number | null
   /** True once `close()` was called. */
   get closed(): boolean
   /** `host:port` of each node, in order (never with credentials). */
@@ -227,6 +232,17 @@ export interface HandOverInfo {
  * saying why when it was no longer held. Synchronous: no Redis call.
  */
 export declare function handOverLock(id: number): HandOverInfo
+
+/**
+ * The JS thread's own `acquire` and `release`: `acquire(client, key,
+ * options)` takes the lock on the one string `key` for the client whose
+ * `NativeClient.hotKey` is `client`, `options` packed in a `Float64Array`
+ * as `packedAcquireOptions()` names them (or `undefined`), and resolves
+ * the lock's id, like `NativeClient.acquire`; `release(id)` is
+ * `releaseLock(id)`. Bad arguments throw a `LockError`
+ * (`ERR_INVALID_ARG_VALUE`).
+ */
+export declare function hotCalls(): { acquire(client: number, key: string, options?: Float64Array): Promise<number>; release(id: number): Promise<boolean | Error> }
 
 /** Attempts the acquisition took. */
 export declare function lockAttempts(id: number): number

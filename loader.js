@@ -844,6 +844,7 @@ module.exports.extendLock = nativeBinding.extendLock
 module.exports.forgetLock = nativeBinding.forgetLock
 module.exports.forgetLocks = nativeBinding.forgetLocks
 module.exports.handOverLock = nativeBinding.handOverLock
+module.exports.hotCalls = nativeBinding.hotCalls
 module.exports.lockAttempts = nativeBinding.lockAttempts
 module.exports.lockEnded = nativeBinding.lockEnded
 module.exports.lockEnding = nativeBinding.lockEnding

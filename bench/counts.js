@@ -75,13 +75,24 @@ function countCalls(binding) {
     }
   }
   // The lock's functions (a lock is an id; lib/lock.js calls these on the module).
-  for (const name of Object.keys(binding)) {
-    const f = binding[name]
-    if (typeof f !== 'function' || /^[A-Z]/.test(name) || name === 'benchCounts') continue
-    binding[name] = function (...args) {
+  const counted = (name, f) =>
+    function (...args) {
       counter.calls++
       counter.byName.set(name, (counter.byName.get(name) || 0) + 1)
       return f.apply(this, args)
+    }
+  for (const name of Object.keys(binding)) {
+    const f = binding[name]
+    if (typeof f !== 'function' || /^[A-Z]/.test(name) || name === 'benchCounts') continue
+    binding[name] = counted(name, f)
+  }
+  // The JS thread's own acquire and release (lib/ asks for them once, when it loads).
+  const hotCalls = binding.hotCalls
+  if (hotCalls) {
+    binding.hotCalls = function () {
+      const calls = hotCalls.call(this)
+      for (const name of Object.keys(calls)) calls[name] = counted(`hotCalls().${name}`, calls[name])
+      return calls
     }
   }
   return counter

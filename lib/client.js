@@ -6,12 +6,12 @@
 const { EventEmitter } = require('node:events')
 const { NativeClient, CancelHandle, MAX_MS, lockEnding, lockView, forgetLock } = require('../binding.js')
 const { LockError, withStack, invalidType, invalidValue, outOfRange } = require('./errors')
-const { keyList, assertFunction, pick, packOptions, tlsOption, sentinelOption, ACQUIRE_LOCK, ADOPT, CLIENT_JS } = require('./validate')
+const { keyList, oneKey, assertFunction, pick, packOptions, tlsOption, sentinelOption, ACQUIRE_LOCK, ADOPT, CLIENT_JS } = require('./validate')
 const { Lock, runHolding } = require('./lock')
 const { Semaphore } = require('./semaphore')
 const { ReadWriteLock } = require('./rwlock')
 const {
-  kReport, kForget, kEnded, kLost, kAcquireWith, kWithLock, kNative, kFair,
+  acquireNative, hot, kReport, kForget, kEnded, kLost, kAcquireWith, kWithLock, kNative, kFair,
   channels, rethrowLater, takenAsNull, abortedError, linkSignal, LiveLocks, settledWithin,
 } = require('./internal')
 
@@ -24,6 +24,7 @@ const CLOSE = { graceful: 'number' }
  */
 class LockClient extends EventEmitter {
   #native
+  #hotKey = null // the native client's name for the JS thread's own acquire; null off the JS-loop driver
   /** The locks held, so a native loss event finds its Lock. */
   #live = new LiveLocks()
   /** Running withLock calls, for close({ graceful }). */
@@ -54,6 +55,7 @@ class LockClient extends EventEmitter {
     delete opts.fair
     try {
       this.#native = new NativeClient(opts, LockClient.#sink(new WeakRef(this)))
+      if (hot) this.#hotKey = this.#native.hotKey
     } catch (e) {
       throw withStack(e)
     }
@@ -113,11 +115,7 @@ class LockClient extends EventEmitter {
     return this.#native.nodes
   }
 
-  /**
-   * Whether plain operations take the fast path (the JS thread's own event loop); false when every
-   * operation takes the Rust runtime path (LOCKDOG_FAST_PATH=0, Bun, Deno, Windows, TLS, Cluster,
-   * Sentinel, resp3). Decided when the client is created.
-   */
+  /** Whether plain operations take the JS thread's own event loop, as `NativeClient.fastPath` says. */
   get fastPath() {
     return this.#native.fastPath
   }
@@ -139,8 +137,7 @@ class LockClient extends EventEmitter {
 
   /** Reads a lock key on every node without changing it: `{ held, remainingMs, holder (masked token), fence }`. */
   inspect(key) {
-    if (typeof key !== 'string') throw invalidType('key', 'of type string', key)
-    keyList(key)
+    oneKey(key)
     return this.#native.inspect(key).then(
       (i) => ({ held: i.held, remainingMs: i.remainingMs ?? null, holder: i.holder ?? null, fence: i.fence ?? null }),
       (e) => {
@@ -154,8 +151,7 @@ class LockClient extends EventEmitter {
    * The holder is not told and may still be working. Resolves on how many nodes it existed.
    */
   forceRelease(key) {
-    if (typeof key !== 'string') throw invalidType('key', 'of type string', key)
-    keyList(key)
+    oneKey(key)
     return this.#native.forceRelease(key).catch((e) => {
       throw withStack(e)
     })
@@ -306,7 +302,7 @@ class LockClient extends EventEmitter {
     }
     let pending
     try {
-      pending = this.#native.acquire(keys, packOptions(opts), cancel, kind)
+      pending = acquireNative(this.#native, this.#hotKey, keys, packOptions(opts), cancel, kind)
     } catch (e) {
       if (unlink) unlink()
       const err = withStack(e)
@@ -374,6 +370,7 @@ class LockClient extends EventEmitter {
     if (!this.#closing) {
       // New acquisitions are refused from now on, natively; held locks stay held for the graceful wait.
       this.#native.beginClose()
+      this.#hotKey = null
       this.#closing = this.#close(graceful ?? 0)
     }
     return this.#closing

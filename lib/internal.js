@@ -5,7 +5,14 @@
 // helpers. It requires none of them, so none of them forms a require cycle.
 
 const diagnostics = require('node:diagnostics_channel')
+const binding = require('../binding.js')
 const { LockError } = require('./errors')
+
+/**
+ * The JS thread's own acquire (one key, a client on the JS-loop driver) and
+ * release: the same native code without napi-rs's per-call glue.
+ */
+const hot = typeof binding.hotCalls === 'function' ? binding.hotCalls() : null
 
 /** A lock's signal keeps its Lock reachable under this symbol. */
 const kLock = Symbol('lockdog.lock')
@@ -131,7 +138,18 @@ async function settledWithin(running, ms) {
   clearTimeout(timer)
 }
 
+/**
+ * Takes a lock natively: on one key, with no cancel handle and no other kind,
+ * by the JS thread's own acquire when the client has one (`hotKey`).
+ */
+function acquireNative(native, hotKey, keys, packed, cancel, kind) {
+  if (hotKey !== null && keys.length === 1 && cancel === null && kind === undefined) return hot.acquire(hotKey, keys[0], packed)
+  return native.acquire(keys, packed, cancel, kind)
+}
+
 module.exports = {
+  acquireNative,
+  hot,
   LiveLocks,
   settledWithin,
   kLock,

@@ -8,7 +8,7 @@
 
 const native = require('../binding.js')
 const { LockError, withStack, invalidType } = require('./errors')
-const { kLock, kReport, kForget, kEnd, kEnded, kLost, channels, rethrowLater } = require('./internal')
+const { hot, kLock, kReport, kForget, kEnd, kEnded, kLost, channels, rethrowLater } = require('./internal')
 
 /**
  * Lets the native locks go once their `Lock`s are collected (a lock still
@@ -160,7 +160,7 @@ class Lock {
    * emits 'lost') and `withLock` rejects with ERR_LOCK_LOST.
    */
   release() {
-    const released = native.releaseLock(this.#id).then(
+    const released = (hot ? hot.release(this.#id) : native.releaseLock(this.#id)).then(
       (out) => {
         if (out === true) {
           // Released: no loss event needs to find this lock any more.

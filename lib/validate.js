@@ -28,6 +28,12 @@ function keyList(key, name = 'key') {
   return list
 }
 
+/** One key, checked as an acquisition's (a string only). */
+function oneKey(key) {
+  if (typeof key !== 'string') throw invalidType('key', 'of type string', key)
+  keyList(key)
+}
+
 function assertFunction(value, name) {
   if (typeof value !== 'function') throw invalidType(name, 'of type function', value)
 }
@@ -229,4 +235,4 @@ function packOptions(opts) {
   return packed
 }
 
-module.exports = { keyList, assertFunction, pick, packOptions, tlsOption, sentinelOption, SENTINEL, ACQUIRE, ACQUIRE_JS, ACQUIRE_LOCK, ADOPT, CLIENT, CLIENT_JS, CLUSTER_NODE, TLS_FIELDS }
+module.exports = { keyList, oneKey, assertFunction, pick, packOptions, tlsOption, sentinelOption, SENTINEL, ACQUIRE, ACQUIRE_JS, ACQUIRE_LOCK, ADOPT, CLIENT, CLIENT_JS, CLUSTER_NODE, TLS_FIELDS }

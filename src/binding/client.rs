@@ -77,7 +77,7 @@ fn hook(callback: Callback, renew_events: Arc<AtomicBool>) -> EventHook {
 }
 
 /// The promise of a lock being taken on the runtime.
-fn settle_lock<'env>(
+pub(crate) fn settle_lock<'env>(
     env: &'env Env,
     taking: impl Future<Output = core::error::Result<core::Lock>> + Send + 'static,
 ) -> Result<PromiseRaw<'env, Taken>> {
@@ -245,6 +245,13 @@ impl NativeClient {
     #[napi(getter)]
     pub fn fast_path(&self) -> bool {
         self.fast_path
+    }
+
+    /// What names this client to `hotCalls().acquire` (on the JS-loop
+    /// driver; `null` without it).
+    #[napi(getter)]
+    pub fn hot_key(&self) -> Option<f64> {
+        self.fast_path.then(|| uvloop::hot_key(&self.core))
     }
 
     /// True once `close()` was called.

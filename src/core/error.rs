@@ -78,23 +78,27 @@ pub enum NodeAnswer {
 }
 
 /// Why a node failed: the text shown (never with credentials), and the Redis
-/// error behind it when there is one. Compared by text.
+/// error behind it when there is one. Compared by text. Boxed: a fault is
+/// rare, and every node's answer carries room for one.
 #[derive(Debug, Clone)]
-pub struct Fault {
+pub struct Fault(Box<FaultInner>);
+
+#[derive(Debug, Clone)]
+struct FaultInner {
     text: String,
     cause: Option<Cause>,
 }
 
 impl Fault {
     pub fn caused_by(text: String, cause: redis::RedisError) -> Fault {
-        Fault {
+        Fault(Box::new(FaultInner {
             text,
             cause: Some(Arc::new(cause)),
-        }
+        }))
     }
 
     pub fn text(&self) -> &str {
-        &self.text
+        &self.0.text
     }
 
     /// A TLS handshake that failed on a certificate or a protocol mismatch:
@@ -106,12 +110,12 @@ impl Fault {
             "peer is incompatible",
             "peer misbehaved",
         ];
-        TLS.iter().any(|t| self.text.contains(t))
+        TLS.iter().any(|t| self.0.text.contains(t))
     }
 
     /// The error reply's code (its first word).
     fn code(&self) -> &str {
-        self.text.split_whitespace().next().unwrap_or_default()
+        self.0.text.split_whitespace().next().unwrap_or_default()
     }
 
     /// An error reply that says the node is not, or not yet, the master
@@ -140,6 +144,7 @@ impl Fault {
         // Client-side errors with no Redis code of their own (a cluster
         // connection being replaced, a sentinel without a master yet).
         let redis = self
+            .0
             .cause
             .as_deref()
             .and_then(|c| c.downcast_ref::<redis::RedisError>());
@@ -158,13 +163,13 @@ impl Fault {
 
 impl PartialEq for Fault {
     fn eq(&self, other: &Fault) -> bool {
-        self.text == other.text
+        self.0.text == other.0.text
     }
 }
 
 impl From<String> for Fault {
     fn from(text: String) -> Fault {
-        Fault { text, cause: None }
+        Fault(Box::new(FaultInner { text, cause: None }))
     }
 }
 
@@ -176,7 +181,7 @@ impl From<&str> for Fault {
 
 impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
+        f.write_str(&self.0.text)
     }
 }
 
@@ -196,7 +201,7 @@ impl NodeAnswer {
     /// The Redis error behind a fault, if any.
     pub fn cause(&self) -> Option<Cause> {
         match self {
-            NodeAnswer::Unreachable(f) | NodeAnswer::ErrorReply(f) => f.cause.clone(),
+            NodeAnswer::Unreachable(f) | NodeAnswer::ErrorReply(f) => f.0.cause.clone(),
             _ => None,
         }
     }

@@ -37,7 +37,7 @@ pub mod tls;
 pub mod transport;
 
 pub use client::{Client, Inspection, WeakClient};
-pub use config::{AcquireOptions, ClientConfig, NodeSpec};
+pub use config::{AcquireOptions, AcquireSpec, ClientConfig, NodeSpec};
 pub use engine::acquire::Request;
 pub use engine::inner::{Event, EventHook};
 pub use engine::lock::Lock;

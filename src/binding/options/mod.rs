@@ -9,6 +9,6 @@ mod acquire;
 mod client;
 mod reports;
 
-pub use acquire::{AcquireKind, AcquireOptions};
+pub use acquire::{AcquireKind, AcquireOptions, PACKED_LEN};
 pub use client::{LockClientOptions, TlsOptions};
 pub use reports::{LockInspection, LockStats, NodeHealth, NodeRecovered, SemaphoreCount};

@@ -12,6 +12,7 @@ use smallvec::SmallVec;
 
 use super::conn::Conn;
 use super::reactor::{current, reactor, Reactor, REACTOR};
+use crate::binding::options::PACKED_LEN;
 use crate::core::drivers::uvloop;
 use crate::core::ops::scripts::Server;
 use crate::core::transport::uvloop as transport;
@@ -57,6 +58,13 @@ pub(super) struct FastClient {
     pub(super) slots: Vec<RefCell<Slot>>,
     /// The runtime's own connections (the watchdog's) were asked to open.
     pub(super) warmed: Cell<bool>,
+    /// The client, for the JS thread's own calls ([`super::entry`]).
+    #[cfg_attr(test, allow(dead_code))]
+    pub(super) client: core::Client,
+    /// The options of its last such acquire, as JS packed them, resolved:
+    /// a caller that passes the same options each time resolves them once.
+    #[cfg_attr(test, allow(dead_code))]
+    pub(super) last_spec: RefCell<Option<([f64; PACKED_LEN], core::AcquireSpec)>>,
 }
 
 impl Drop for FastClient {
@@ -221,6 +229,11 @@ pub(super) fn key_of(client: &core::Client) -> usize {
     Arc::as_ptr(client.inner()) as usize
 }
 
+/// What names `client` to the JS thread's own calls (`hotCalls()`).
+pub fn hot_key(client: &core::Client) -> f64 {
+    key_of(client) as f64
+}
+
 /// Sets up the fast path for a new client, when it can take it: false when
 /// every operation of this client takes the tokio path.
 pub fn register(env: &Env, client: &core::Client) -> bool {
@@ -243,6 +256,8 @@ pub fn register(env: &Env, client: &core::Client) -> bool {
         infos,
         connect_timeout: client.config().connect_timeout,
         warmed: Cell::new(false),
+        client: client.clone(),
+        last_spec: RefCell::new(None),
     };
     r.clients.borrow_mut().insert(key, Rc::new(fast));
     true

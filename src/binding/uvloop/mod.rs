@@ -20,6 +20,8 @@ mod clients;
 #[cfg(unix)]
 mod conn;
 #[cfg(unix)]
+mod entry;
+#[cfg(unix)]
 mod ops;
 #[cfg(unix)]
 mod reactor;
@@ -31,7 +33,7 @@ mod uv;
 #[cfg(unix)]
 pub use acquire::acquire;
 #[cfg(unix)]
-pub use clients::{abandon, forget, register, retire, stop_acquiring};
+pub use clients::{abandon, forget, hot_key, register, retire, stop_acquiring};
 #[cfg(unix)]
 pub use ops::{extend, release};
 
@@ -48,6 +50,9 @@ mod off {
         false
     }
     pub fn forget(_: &core::Client) {}
+    pub fn hot_key(_: &core::Client) -> f64 {
+        0.0
+    }
     pub fn abandon(_: &core::Client) {}
     pub fn retire(_: &core::Client) {}
     pub fn stop_acquiring(_: &core::Client) {}

@@ -105,9 +105,7 @@ impl Client {
 
     /// Resolves options against the client's defaults, without I/O.
     pub fn resolve(&self, opts: &AcquireOptions) -> Result<AcquireSpec> {
-        let spec = opts.or(&self.inner.cfg.defaults).resolve()?;
-        self.inner.cfg.check_spec(&spec)?;
-        Ok(spec)
+        self.inner.cfg.spec(opts)
     }
 
     /// Takes the lock on `keys` (all of them, as one lock), waiting and retrying
@@ -126,7 +124,23 @@ impl Client {
     /// this client's callers of the key: call it when the caller calls, so
     /// that they are served in call order.
     pub fn prepare_lock(&self, keys: Vec<String>, opts: &AcquireOptions) -> Result<Request> {
-        let mut request = self.prepare(keys, opts)?;
+        let request = self.prepare(keys, opts)?;
+        Ok(self.in_line(request))
+    }
+
+    /// [`Client::prepare_lock`] with options [`Client::resolve`] gave before.
+    pub fn prepare_lock_spec(&self, keys: Vec<String>, spec: AcquireSpec) -> Result<Request> {
+        let names = self.checked_names(keys)?;
+        Ok(self.in_line(Request {
+            names,
+            spec,
+            permits: None,
+            arrival: None,
+        }))
+    }
+
+    /// A plain lock's request with its place among this client's callers of its key.
+    fn in_line(&self, mut request: Request) -> Request {
         if let [name] = request.names.as_slice() {
             let prefix = &self.inner.cfg.key_prefix;
             let waiters = &self.inner.waiters;
@@ -136,11 +150,22 @@ impl Client {
                 waiters.arrive(&format!("{prefix}{name}"))
             });
         }
-        Ok(request)
+        request
     }
 
     /// Checks keys and options without I/O, so bad input fails before anything is sent.
     pub fn prepare(&self, keys: Vec<String>, opts: &AcquireOptions) -> Result<Request> {
+        let names = self.checked_names(keys)?;
+        Ok(Request {
+            names,
+            spec: self.resolve(opts)?,
+            permits: None,
+            arrival: None,
+        })
+    }
+
+    /// A lock's keys, checked (and the client still open).
+    fn checked_names(&self, keys: Vec<String>) -> Result<Vec<String>> {
         if self.is_closed() {
             return Err(LockError::closed().with_key(keys.join(", ")));
         }
@@ -149,7 +174,7 @@ impl Client {
         for name in &names {
             keys::check_not_derived(name, &cfg.key_prefix)?;
         }
-        if cfg.has_cluster() {
+        if self.inner.has_cluster {
             // One script must reach every key, so they must live in one hash slot.
             let keys = keys::prefixed(&cfg.key_prefix, &names);
             let fences: Vec<String> = if cfg.fencing {
@@ -159,12 +184,7 @@ impl Client {
             };
             keys::check_one_slot(&names, &keys, &fences)?;
         }
-        Ok(Request {
-            names,
-            spec: self.resolve(opts)?,
-            permits: None,
-            arrival: None,
-        })
+        Ok(names)
     }
 
     /// [`Client::acquire`] for a request [`Client::prepare`] has checked.

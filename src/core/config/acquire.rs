@@ -48,6 +48,12 @@ pub struct AcquireSpec {
     pub min_validity: Duration,
     /// `Some((replicas, timeout))` when acquisitions and extensions wait for replicas.
     pub wait_replicas: Option<(u32, Duration)>,
+    /// What the client's settings make of `ttl` (set by
+    /// `ClientConfig::spec`; zero before): the clock drift a validity
+    /// allows for...
+    pub drift: Duration,
+    /// ...and how long one node may take to answer an attempt.
+    pub node_timeout: Duration,
 }
 
 impl AcquireOptions {
@@ -105,6 +111,8 @@ impl AcquireOptions {
                         .unwrap_or(DEFAULT_WAIT_REPLICAS_TIMEOUT),
                 )),
             },
+            drift: Duration::ZERO,
+            node_timeout: Duration::ZERO,
         })
     }
 }

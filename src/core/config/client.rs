@@ -138,6 +138,17 @@ impl ClientConfig {
         self.check_spec(&spec)
     }
 
+    /// An acquisition's options resolved against this client's defaults,
+    /// checked against its deployment, with what its settings make of the
+    /// lease (drift, node timeout) filled in.
+    pub fn spec(&self, opts: &AcquireOptions) -> Result<AcquireSpec> {
+        let mut spec = opts.or(&self.defaults).resolve()?;
+        self.check_spec(&spec)?;
+        spec.drift = self.drift_for(spec.ttl);
+        spec.node_timeout = self.node_timeout_for(spec.ttl);
+        Ok(spec)
+    }
+
     /// What an acquisition's settings must fit in this deployment.
     pub fn check_spec(&self, spec: &AcquireSpec) -> Result<()> {
         // Several nodes: a node may take all of nodeTimeout while the others

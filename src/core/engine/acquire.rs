@@ -87,7 +87,7 @@ pub(crate) fn plan_of(inner: &Inner, request: &Request) -> Plan {
             && !fencing
             && matches!(take, Take::Lock)
             && spec.wait_replicas.is_none()
-            && !inner.cfg.has_cluster(),
+            && !inner.has_cluster,
         channel: if plain { CHANNEL_PREFIX } else { "" },
         // (Several nodes: a quorum of masters stands for the replicas.)
         wait_replicas: spec
@@ -98,11 +98,11 @@ pub(crate) fn plan_of(inner: &Inner, request: &Request) -> Plan {
         label: request.names.join(", "),
         lease: LeaseTerms {
             ttl: spec.ttl,
-            drift: inner.cfg.drift_for(spec.ttl),
+            drift: spec.drift,
             min_validity: spec.min_validity,
             fencing,
         },
-        node_timeout: inner.cfg.node_timeout_for(spec.ttl),
+        node_timeout: spec.node_timeout,
         retry_delay: spec.retry_delay,
         retry_jitter: spec.retry_jitter,
         retry_count: spec.retry_count,
@@ -156,7 +156,7 @@ pub(crate) fn register(
     let record = Answers::default();
     let late = record.begin(&won.answers);
     let started = broken::validity_start(won.started);
-    let drift = inner.cfg.drift_for(spec.ttl);
+    let drift = spec.drift;
     let state = Arc::new(LockState::new(NewLock {
         id: crate::core::engine::lock_state::new_id(),
         keys,

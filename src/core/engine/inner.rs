@@ -58,6 +58,8 @@ pub(crate) struct Inner {
     /// Some node is not a cluster: release notices reach its waiters (a
     /// cluster would broadcast every notice to all its nodes).
     pub hears_notices: bool,
+    /// Some node is a Redis Cluster (a lock's keys keep to one hash slot).
+    pub has_cluster: bool,
     /// `close()` ended the held locks: nothing more is sent for this client.
     pub closed: AtomicBool,
     /// Cancelled when `close()` is called: no new acquisition or adoption is
@@ -116,6 +118,7 @@ impl Inner {
             cfg,
             node_names: nodes.iter().map(|n| n.name.clone()).collect(),
             hears_notices: nodes.iter().any(|n| !n.is_cluster()),
+            has_cluster: nodes.iter().any(|n| n.is_cluster()),
             nodes,
             closed: AtomicBool::new(false),
             closing: CancellationToken::new(),

@@ -9,7 +9,7 @@
 
 use crate::core::error::Fault;
 use crate::core::error::NodeAnswer;
-use crate::core::quorum::{Replies, Tally};
+use crate::core::quorum::{NodeAnswers, Replies, Tally};
 
 /// One operation's answers so far, and what else each node returned.
 pub struct Gather<T> {
@@ -23,7 +23,7 @@ pub enum Progress {
     /// Not decided yet.
     Waiting,
     /// Decided on these answers (one per node, `Pending` for those out).
-    Decided(Vec<NodeAnswer>),
+    Decided(NodeAnswers),
     /// Node `node`'s answer after the outcome, for the caller to record;
     /// `fault`: the same, when it is a fault to report; `all_in`: whether it
     /// was the last one out.
@@ -98,7 +98,7 @@ impl<T> Gather<T> {
     }
 
     /// One answer per node; [`NodeAnswer::Pending`] for a node still out.
-    pub fn answers(&self) -> Vec<NodeAnswer> {
+    pub fn answers(&self) -> NodeAnswers {
         self.replies.answers()
     }
 

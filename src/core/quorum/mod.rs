@@ -6,7 +6,13 @@
 
 use std::time::Duration;
 
+use smallvec::SmallVec;
+
 use crate::core::error::{ErrorCode, LockError, NodeAnswer, NodeReport};
+
+/// One answer per node, inline for one node (no allocation per operation
+/// on a single Redis; an acquisition stays small).
+pub type NodeAnswers = SmallVec<[NodeAnswer; 1]>;
 
 /// Nodes that must agree among `nodes`: floor(N/2) + 1 (1 of 1 for one node).
 pub fn needed(nodes: usize) -> usize {
@@ -36,12 +42,11 @@ pub struct Tally {
 }
 
 impl Tally {
-    pub fn of(answers: &[NodeAnswer]) -> Tally {
-        let mut t = Tally {
-            nodes: answers.len(),
-            ..Tally::default()
-        };
+    /// The tally of `answers`, one per node.
+    pub fn of<'a>(answers: impl IntoIterator<Item = &'a NodeAnswer>) -> Tally {
+        let mut t = Tally::default();
         for a in answers {
+            t.nodes += 1;
             match a {
                 NodeAnswer::Ok => t.ok += 1,
                 NodeAnswer::Held { pttl_ms } => {
@@ -221,7 +226,7 @@ mod tests;
 
 /// Each node's answer (and extra) once in.
 pub struct Replies<T> {
-    replies: Vec<Option<(NodeAnswer, T)>>,
+    replies: SmallVec<[Option<(NodeAnswer, T)>; 1]>,
 }
 
 impl<T> Replies<T> {
@@ -257,13 +262,13 @@ impl<T> Replies<T> {
 
     /// The tally of the answers in, counting every node.
     pub fn tally(&self) -> Tally {
-        let mut t = Tally::of(&self.answers());
+        let mut t = Tally::of(self.replies.iter().flatten().map(|(a, _)| a));
         t.nodes = self.replies.len();
         t
     }
 
     /// One answer per node; [`NodeAnswer::Pending`] for a node still out.
-    pub fn answers(&self) -> Vec<NodeAnswer> {
+    pub fn answers(&self) -> NodeAnswers {
         self.replies
             .iter()
             .map(|r| r.as_ref().map_or(NodeAnswer::Pending, |(a, _)| a.clone()))

@@ -334,7 +334,7 @@ fn nodes_still_out_are_pending_and_counted() {
     let mut r: Replies<i64> = Replies::new(3);
     assert!(r.put(1, NodeAnswer::Ok, 4));
     assert_eq!(
-        r.answers(),
+        r.answers().as_slice(),
         [NodeAnswer::Pending, NodeAnswer::Ok, NodeAnswer::Pending]
     );
     let t = r.tally();

@@ -313,7 +313,7 @@ fn an_acquire_attempt_decides_at_quorum_and_records_the_late_node() {
     assert_eq!(progress[0], Progress::Waiting);
     assert_eq!(
         progress[1],
-        Progress::Decided(vec![NodeAnswer::Ok, NodeAnswer::Pending, NodeAnswer::Ok])
+        Progress::Decided([NodeAnswer::Ok, NodeAnswer::Pending, NodeAnswer::Ok][..].into())
     );
     assert!(matches!(
         &progress[2],
@@ -403,7 +403,7 @@ fn a_release_decides_at_quorum_and_returns_late_answers() {
     let decided = op.on_reply(2, fast(b":1\r\n"));
     assert_eq!(
         decided,
-        Progress::Decided(vec![NodeAnswer::Ok, NodeAnswer::Pending, NodeAnswer::Ok])
+        Progress::Decided([NodeAnswer::Ok, NodeAnswer::Pending, NodeAnswer::Ok][..].into())
     );
     let late = op.on_reply(1, fast(b":0\r\n"));
     assert_eq!(
@@ -800,7 +800,7 @@ fn gather_keeps_what_else_each_node_returned() {
     extras.sort_unstable();
     assert_eq!(extras, [3, 7]);
     assert_eq!(
-        g.answers(),
+        g.answers().as_slice(),
         [NodeAnswer::Ok, NodeAnswer::Pending, NodeAnswer::Ok]
     );
 }

@@ -19,6 +19,7 @@ use crate::core::engine::inner::{Inner, Running};
 use crate::core::error::NodeAnswer;
 use crate::core::model::{Answers, LateAnswers};
 use crate::core::ops::Progress;
+use crate::core::quorum::NodeAnswers;
 pub use crate::core::transport::uvloop::resp::Packed;
 
 pub(crate) use acquire::fast_acquire;
@@ -69,7 +70,7 @@ impl Late {
         }
     }
 
-    fn follow(&mut self, progress: Progress) -> Option<Vec<NodeAnswer>> {
+    fn follow(&mut self, progress: Progress) -> Option<NodeAnswers> {
         match progress {
             Progress::Waiting => None,
             Progress::Decided(answers) => {

@@ -184,7 +184,7 @@ impl Acquisition {
 
     /// No node's answer is still owed: an outcome's late answers are in.
     pub fn all_answered(&self) -> bool {
-        self.won.as_ref().is_none_or(|(_, _, out)| *out == 0)
+        self.won.as_deref().is_none_or(|(_, _, out)| *out == 0)
     }
 
     pub(super) fn jitter(&mut self) -> Duration {
@@ -211,8 +211,8 @@ impl Acquisition {
                     self.pause(now);
                 }
             }
-            (_, Purpose::Attempt(m)) if self.won.as_ref().is_some_and(|(n, _, _)| *n == m) => {
-                let Some((_, op, out)) = self.won.as_mut() else {
+            (_, Purpose::Attempt(m)) if self.won.as_deref().is_some_and(|(n, _, _)| *n == m) => {
+                let Some((_, op, out)) = self.won.as_deref_mut() else {
                     return;
                 };
                 let validity_from = crate::core::broken::validity_start_at(now, now);
@@ -388,7 +388,7 @@ impl Acquisition {
             if current && fenced && left >= lease.min_validity.max(lease.ttl / 2) {
                 let n = *n;
                 self.events.push_back(Event::Woken);
-                let answers = vec![NodeAnswer::Ok];
+                let answers = [NodeAnswer::Ok].into_iter().collect();
                 self.outcome = Some(Outcome::Won(Won {
                     token: self.token.clone(),
                     attempts: n,

@@ -11,6 +11,7 @@ use super::super::{permits, release};
 use crate::core::error::{LockError, NodeAnswer, NodeReport};
 use crate::core::model::{self, line_keys, FairLease, Permits};
 use crate::core::ops::scripts::Call;
+use crate::core::quorum::NodeAnswers;
 use crate::core::time::ms_of;
 
 /// What an attempt takes.
@@ -287,7 +288,7 @@ pub struct Won {
     pub started: Instant,
     /// Each node's answer to it (`Pending` for those still out: their
     /// answers come later as [`Event::Late`]).
-    pub answers: Vec<NodeAnswer>,
+    pub answers: NodeAnswers,
     /// The highest fence a node handed out (0 without fencing).
     pub fence: i64,
 }

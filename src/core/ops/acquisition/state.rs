@@ -72,8 +72,9 @@ pub struct Acquisition {
     /// it: another waiter split the vote.
     pub(super) split: bool,
     /// The won attempt, still taking the answers of the nodes that were out
-    /// when it was decided (they come back as [`Event::Late`]), and how many are.
-    pub(super) won: Option<(u32, Acquire, usize)>,
+    /// when it was decided (they come back as [`Event::Late`]), and how many are;
+    /// none when every node had answered (boxed: a Redlock's, rarely).
+    pub(super) won: Option<Box<(u32, Acquire, usize)>>,
     /// The last attempt that found it waiting in a fair line, and when it
     /// was sent: a hand-off after it makes it the holder.
     pub(super) in_line: Option<(u32, Instant)>,

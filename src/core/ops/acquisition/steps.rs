@@ -95,7 +95,7 @@ impl Acquisition {
         let (answers, member, stray) = match &self.phase {
             Phase::Attempt { slots, .. } if !slots.is_empty() => {
                 let (v, elsewhere) = read_slots(slots);
-                (v.answers, v.member, Some((v.stray, elsewhere)))
+                (v.answers.into(), v.member, Some((v.stray, elsewhere)))
             }
             _ => (answers, None, None),
         };
@@ -135,7 +135,7 @@ impl Acquisition {
                 answers,
                 fence: op.fence(),
             }));
-            self.won = Some((n, op, out));
+            self.won = (out > 0).then(|| Box::new((n, op, out)));
             return;
         }
         if self.plan.take.place_ms() > 0 && matches!(answers.as_slice(), [NodeAnswer::Held { .. }])

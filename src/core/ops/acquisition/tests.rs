@@ -127,7 +127,7 @@ fn won_at_once_on_one_node() {
     assert!(a.is_done());
     let w = won(&mut a);
     assert_eq!((w.token.as_str(), w.attempts, w.started), ("tok", 1, t0));
-    assert_eq!(w.answers, vec![NodeAnswer::Ok]);
+    assert_eq!(w.answers.as_slice(), [NodeAnswer::Ok]);
     assert!(a.outcome().is_none(), "the outcome is given once");
     assert!(drain(&mut a).is_empty(), "nothing owed");
     assert_eq!(a.poll_timeout(), None);
@@ -143,8 +143,8 @@ fn redlock_wins_at_quorum_and_a_late_fault_is_still_reported() {
     a.handle_reply(0, Purpose::Attempt(1), granted(0), t0 + ms(2));
     let w = won(&mut a);
     assert_eq!(
-        w.answers,
-        vec![NodeAnswer::Ok, NodeAnswer::Pending, NodeAnswer::Ok]
+        w.answers.as_slice(),
+        [NodeAnswer::Ok, NodeAnswer::Pending, NodeAnswer::Ok]
     );
     a.handle_reply(
         1,
@@ -862,7 +862,7 @@ fn a_plain_first_attempt_is_set_nx_px_and_its_answers_read_as_the_scripts() {
         Ok(R::Status("OK".into())),
         t0 + ms(1),
     );
-    assert_eq!(won(&mut a).answers, vec![NodeAnswer::Ok]);
+    assert_eq!(won(&mut a).answers.as_slice(), [NodeAnswer::Ok]);
 
     // Taken: the holder's lease left (the PTTL sent after the SET's nil)
     // bounds the pause, as the script's answer does.

@@ -98,7 +98,7 @@ fn a_fair_lock_handed_over_while_in_line_is_held_without_another_attempt() {
         "valid from attempt 1"
     );
     assert_eq!(
-        (w.answers, w.fence, w.attempts),
+        (w.answers.into_vec(), w.fence, w.attempts),
         (vec![NodeAnswer::Ok], 0, 1),
         "one attempt went out"
     );

@@ -52,10 +52,10 @@ impl<T: Send + 'static> Collect<T> {
                 .offer(i, answer, extra, |g| g.all_in() || decided(g));
             if let Progress::Decided(answers) = progress {
                 self.late = self.record.as_ref().map(|r| r.begin(&answers));
-                return answers;
+                return answers.into_vec();
             }
         }
-        self.gather.answers()
+        self.gather.answers().into_vec()
     }
 
     /// The answers so far and what else each node returned.
