@@ -1,4 +1,4 @@
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -33,13 +33,18 @@ pub struct HandOverInfo {
 /// its state lives here until JS lets go of it (`forgetLock`, from the
 /// `FinalizationRegistry` of `lib/lock.js`) or the environment ends. No JS
 /// object of the addon's own per lock (and no reference to one).
-type Held = HashMap<u64, Lock, BuildHasherDefault<IdHasher>>;
+type Held = HashMap<u64, Lock, ById>;
+
+/// A table's hasher by an id of [`IdHasher`]'s.
+pub type ById = BuildHasherDefault<IdHasher>;
 
 thread_local! {
     static HELD: RefCell<Held> = RefCell::new(Held::default());
 }
 
-/// Lock ids are handed out in order: spread over the hash's bits.
+/// Lock ids are handed out in order: spread over the hash's bits. (Also
+/// the hash of the JS thread's tables of its clients and acquisitions, by
+/// ids and addresses this process makes.)
 #[derive(Default)]
 pub struct IdHasher(u64);
 
@@ -56,6 +61,10 @@ impl Hasher for IdHasher {
 
     fn write_u64(&mut self, id: u64) {
         self.0 = id.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn write_usize(&mut self, id: usize) {
+        self.write_u64(id as u64);
     }
 }
 
@@ -100,11 +109,35 @@ fn lock_of(id: f64) -> Result<Lock> {
 /// for reasons of its own).
 const LOCK_BYTES: i64 = 1024;
 
-/// Tells V8 that `locks` more (or, negative, fewer) locks' states live.
+/// V8 hears of locks made and let go in steps of this many (64 KiB): a
+/// call at every acquire costs more than the accuracy is worth.
+const TELL_EVERY: i64 = 64;
+
+thread_local! {
+    /// Locks made (or, negative, let go) on this thread V8 was not told of yet.
+    static UNTOLD: Cell<i64> = const { Cell::new(0) };
+}
+
+/// Tells V8 that `locks` more (or, negative, fewer) locks' states live,
+/// once they add up to a step.
 fn tell_v8(env: sys::napi_env, locks: i64) {
-    let mut total = 0;
-    // SAFETY: called on the environment's JS thread, in a call from it.
-    unsafe { sys::napi_adjust_external_memory(env, locks * LOCK_BYTES, &mut total) };
+    let now = UNTOLD
+        .try_with(|untold| {
+            let n = untold.get() + locks;
+            let due = n.abs() >= TELL_EVERY;
+            untold.set(if due { 0 } else { n });
+            if due {
+                n
+            } else {
+                0
+            }
+        })
+        .unwrap_or(locks);
+    if now != 0 {
+        let mut total = 0;
+        // SAFETY: called on the environment's JS thread, in a call from it.
+        unsafe { sys::napi_adjust_external_memory(env, now * LOCK_BYTES, &mut total) };
+    }
 }
 
 /// JS no longer holds the lock `id` (its `Lock` was refused, or the

@@ -19,7 +19,7 @@ use super::conn::Conn;
 use super::reactor::Reactor;
 use crate::binding::cancel::CancelHandle;
 use crate::binding::errors::to_napi;
-use crate::binding::lock::Taken;
+use crate::binding::lock::{ById, Taken};
 use crate::binding::settle::{self, finish, Deferred};
 use crate::core::drivers::uvloop;
 use crate::core::error::NodeAnswer;
@@ -27,11 +27,14 @@ use crate::core::ops::acquisition::Purpose;
 use crate::core::transport::uvloop as transport;
 use crate::core::{self as core, Request};
 
+/// This thread's acquisitions waiting, by id.
+type Waiting = HashMap<u64, Rc<Driving>, ById>;
+
 thread_local! {
     /// This thread's acquisitions not settled yet, by id: a wake from another
     /// thread finds its acquisition here, and this holds it while it waits
     /// for its turn with nothing else to (no reply owed, no alarm set).
-    static WAITING: RefCell<(u64, HashMap<u64, Rc<Driving>>)> = RefCell::default();
+    static WAITING: RefCell<(u64, Waiting)> = RefCell::default();
 }
 
 /// The environment of client `client` ends: its acquisitions go, unsettled.

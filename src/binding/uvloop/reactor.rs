@@ -17,6 +17,7 @@ use super::clients::FastClient;
 use super::conn::Conn;
 use super::runtime;
 use super::uv::{self, Handle, Uv};
+use crate::binding::lock::ById;
 use crate::binding::settle::JsQueue;
 use crate::core::transport::uvloop::Done;
 
@@ -32,7 +33,7 @@ pub(super) struct Reactor {
     /// Connections with commands packed since the loop last waited.
     pub(super) corked: RefCell<Vec<Rc<Conn>>>,
     pub(super) conns: RefCell<Vec<Weak<Conn>>>,
-    pub(super) clients: RefCell<HashMap<usize, Rc<FastClient>>>,
+    pub(super) clients: RefCell<HashMap<usize, Rc<FastClient>, ById>>,
     pub(super) resource: sys::napi_ref,
     pub(super) context: sys::napi_async_context,
     pub(super) queue: JsQueue,

@@ -152,8 +152,11 @@ pub fn fair(p: Permits) -> Permits {
 /// random bits come from the thread's CSPRNG (ChaCha, seeded and reseeded by
 /// the OS): no system call per token.
 pub fn token(permits: Option<Permits>) -> String {
+    let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
     let id = uuid::Builder::from_random_bytes(rand::random())
         .into_uuid()
+        .hyphenated()
+        .encode_lower(&mut text)
         .to_string();
     match permits {
         Some(p) if p.kind == Kind::Slots => format!("{}:*:{id}", p.permits),

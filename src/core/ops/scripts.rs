@@ -113,6 +113,15 @@ struct Packed {
     count: usize,
 }
 
+/// Puts `bytes` into `v` at `at`, moving what follows (in place, without
+/// `splice`'s iterator).
+fn insert_at(v: &mut Vec<u8>, at: usize, bytes: &[u8]) {
+    let len = v.len();
+    v.resize(len + bytes.len(), 0);
+    v.copy_within(at..len, at + bytes.len());
+    v[at..at + bytes.len()].copy_from_slice(bytes);
+}
+
 impl Packed {
     fn push(&mut self, arg: &[u8]) {
         if self.resp.capacity() == 0 {
@@ -334,7 +343,9 @@ impl<'s> Call<'s> {
     /// (answered OK, or nil when the key is not this token's: never made).
     pub fn prolong(key: &str, token: &str, ttl_ms: u64) -> Call<'static> {
         let mut call = Call::new(&EXTEND);
-        call.key(key).arg(token).arg(ttl_ms);
+        call.key(key)
+            .arg(token)
+            .arg(itoa::Buffer::new().format(ttl_ms));
         call.form = Form::Prolong;
         call
     }
@@ -403,7 +414,9 @@ impl<'s> Call<'s> {
     /// for [`ACQUIRE`]'s call.
     pub fn plain_take(key: &str, token: &str, ttl_ms: u64) -> Call<'static> {
         let mut call = Call::new(&ACQUIRE);
-        call.key(key).arg(token).arg(ttl_ms);
+        call.key(key)
+            .arg(token)
+            .arg(itoa::Buffer::new().format(ttl_ms));
         call.form = Form::Take;
         call
     }
@@ -476,22 +489,33 @@ impl<'s> Call<'s> {
                 nx_px[at + 4..at + 6].copy_from_slice(word);
                 at += 8;
             }
-            self.packed.resp.splice(split..split, nx_px);
+            insert_at(&mut self.packed.resp, split, &nx_px);
             let _ = head.write_all(b"*6\r\n$3\r\nSET\r\n");
         } else {
             let (keys, hash) = (self.key_count, self.script.get_hash());
             let mut digits = itoa::Buffer::new();
             let count = digits.format(keys);
-            let _ = write!(
-                head,
-                "*{}\r\n$7\r\nEVALSHA\r\n${}\r\n{hash}\r\n${}\r\n{count}\r\n",
-                3 + keys + self.arg_count(),
-                hash.len(),
-                count.len(),
-            );
+            let mut parts = itoa::Buffer::new();
+            let mut hash_len = itoa::Buffer::new();
+            let mut count_len = itoa::Buffer::new();
+            for part in [
+                b"*",
+                parts.format(3 + keys + self.arg_count()).as_bytes(),
+                b"\r\n$7\r\nEVALSHA\r\n$",
+                hash_len.format(hash.len()).as_bytes(),
+                b"\r\n",
+                hash.as_bytes(),
+                b"\r\n$",
+                count_len.format(count.len()).as_bytes(),
+                b"\r\n",
+                count.as_bytes(),
+                b"\r\n",
+            ] {
+                let _ = head.write_all(part);
+            }
         }
         let n = head.position() as usize;
-        self.packed.resp.splice(0..0, buf[..n].iter().copied());
+        insert_at(&mut self.packed.resp, 0, &buf[..n]);
         self.packed.resp
     }
 
@@ -513,7 +537,7 @@ impl<'s> Call<'s> {
             let mut more = Packed::default();
             key.write_redis_args(&mut more);
             let at = self.keys_end;
-            self.packed.resp.splice(at..at, more.resp.iter().copied());
+            insert_at(&mut self.packed.resp, at, &more.resp);
             self.packed.count += more.count;
             self.keys_end += more.resp.len();
         }

@@ -64,13 +64,17 @@ struct Queue {
 /// How many recent hand-offs a queue remembers for waiters about to join.
 const EARLY_HANDOFFS: usize = 16;
 
+/// A map by lock key: a fast hash, seeded per process (keys may come from
+/// a service's users).
+type ByKey<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 /// The waiting queues of one client, by stored key.
 #[derive(Default)]
 pub struct Waiters {
-    queues: Mutex<HashMap<String, Queue>>,
+    queues: Mutex<ByKey<String, Queue>>,
     /// The callers acquiring each key that are not done yet, in call order
     /// (the key shared with their [`Arrival`]s).
-    lines: Mutex<HashMap<Arc<str>, VecDeque<Caller>>>,
+    lines: Mutex<ByKey<Arc<str>, VecDeque<Caller>>>,
     next_arrival: AtomicU64,
     next_id: AtomicU64,
 }
