@@ -209,7 +209,7 @@ fn spec_of(
     };
     if let Some((last, spec)) = &*fast.last_spec.borrow() {
         if same(last) {
-            return Ok(spec.clone());
+            return Ok(*spec);
         }
     }
     let options = match packed {
@@ -220,7 +220,7 @@ fn spec_of(
         .to_core()
         .and_then(|o| fast.client.resolve(&o))
         .map_err(to_napi)?;
-    *fast.last_spec.borrow_mut() = Some((numbers, spec.clone()));
+    *fast.last_spec.borrow_mut() = Some((numbers, spec));
     Ok(spec)
 }
 

@@ -35,7 +35,7 @@ pub struct AcquireOptions {
 }
 
 /// [`AcquireOptions`] with every default filled in.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AcquireSpec {
     pub ttl: Duration,
     pub retry_count: Option<u32>,
