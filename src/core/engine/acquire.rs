@@ -95,7 +95,7 @@ pub(crate) fn plan_of(inner: &Inner, request: &Request) -> Plan {
             .filter(|_| inner.nodes.len() == 1 && matches!(take, Take::Lock)),
         take,
         keys,
-        label: request.names.join(", "),
+        prefix_len: inner.cfg.key_prefix.len(),
         lease: LeaseTerms {
             ttl: spec.ttl,
             drift: spec.drift,

@@ -60,7 +60,13 @@ pub fn channel(key: &str) -> String {
 
 /// The keys as stored: `prefix` before each name.
 pub fn prefixed(prefix: &str, names: &[String]) -> Vec<String> {
-    names.iter().map(|n| format!("{prefix}{n}")).collect()
+    let prefixed = |n: &String| {
+        let mut key = String::with_capacity(prefix.len() + n.len());
+        key.push_str(prefix);
+        key.push_str(n);
+        key
+    };
+    names.iter().map(prefixed).collect()
 }
 
 /// The fence counter of `key`, in the same hash slot: a key with a hash tag

@@ -283,7 +283,7 @@ impl Acquisition {
             return;
         }
         let failure = match why {
-            Cancel::Aborted => aborted(&self.plan.label, self.attempts()),
+            Cancel::Aborted => aborted(&self.plan.label(), self.attempts()),
             Cancel::Closed => LockError::closed(),
         };
         self.fail_undoing_all(failure);

@@ -193,8 +193,9 @@ pub struct Plan {
     pub keys: Vec<String>,
     /// The lock keys' fence counters (fencing; else none).
     pub fences: Vec<String>,
-    /// The keys as the caller named them, for messages.
-    pub label: String,
+    /// How long the client's key prefix is: the keys as the caller named
+    /// them follow it ([`Plan::label`]).
+    pub prefix_len: usize,
     pub lease: LeaseTerms,
     /// Each node's bound on answering one command.
     pub node_timeout: Duration,
@@ -223,6 +224,12 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The keys as the caller named them, for messages (made only for one).
+    pub fn label(&self) -> String {
+        let named = |k: &'_ String| k.get(self.prefix_len..).unwrap_or(k).to_string();
+        self.keys.iter().map(named).collect::<Vec<_>>().join(", ")
+    }
+
     /// Each node's answer by its name, for an error.
     pub fn reports(&self, answers: &[NodeAnswer]) -> Vec<NodeReport> {
         let report = |(node, answer): (&String, &NodeAnswer)| NodeReport {

@@ -151,7 +151,7 @@ impl Acquisition {
         let failure = attempt_failed(
             verdict,
             self.plan.reports(&answers),
-            &self.plan.label,
+            &self.plan.label(),
             n,
             now.saturating_duration_since(validity_from),
             self.plan.lease.ttl,
@@ -241,7 +241,7 @@ impl Acquisition {
         let n = self.attempts();
         let failure = match self.last_failure.take() {
             Some(last) => timed_out(*last, self.plan.wait_timeout),
-            None => wait_passed(None, &self.plan.label, n, self.plan.wait_timeout),
+            None => wait_passed(None, &self.plan.label(), n, self.plan.wait_timeout),
         };
         self.leave_line(n);
         self.outcome = Some(Outcome::Failed(failure));
@@ -333,7 +333,7 @@ impl Acquisition {
                     let n = self.attempts();
                     let failure = wait_passed(
                         self.last_failure.take().map(|last| *last),
-                        &self.plan.label,
+                        &self.plan.label(),
                         n,
                         self.plan.wait_timeout,
                     );
@@ -383,7 +383,7 @@ impl Acquisition {
                 let n = *n;
                 if now >= self.bounds.wait_until && self.bounds.wait_bounds_attempts {
                     if n == 0 {
-                        let failure = behind_earlier(&self.plan.label, self.plan.wait_timeout);
+                        let failure = behind_earlier(&self.plan.label(), self.plan.wait_timeout);
                         self.fail(failure, &[]);
                         return;
                     }
@@ -394,7 +394,7 @@ impl Acquisition {
             }
             Phase::Turn => {
                 if wait_over {
-                    let failure = behind_earlier(&self.plan.label, self.plan.wait_timeout);
+                    let failure = behind_earlier(&self.plan.label(), self.plan.wait_timeout);
                     self.fail(failure, &[]);
                 }
             }

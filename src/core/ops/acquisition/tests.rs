@@ -22,7 +22,7 @@ pub(super) fn plan(nodes: usize, wait_ms: u64, retry_count: Option<u32>, fencing
         } else {
             Vec::new()
         },
-        label: "k".into(),
+        prefix_len: 0,
         lease: LeaseTerms {
             ttl: ms(10_000),
             drift: ms(102),
