@@ -189,26 +189,18 @@ fn spec_of(
     fast: &super::clients::FastClient,
     packed: Option<&[f64]>,
 ) -> napi::Result<core::AcquireSpec> {
-    let mut numbers = [0.0; PACKED_LEN];
-    if let Some(p) = packed {
-        if p.len() != PACKED_LEN {
-            // (What is wrong with it, as `NativeClient.acquire` says.)
-            return Err(
-                to_napi(AcquireOptions::from_packed(p).err().unwrap_or_else(|| {
-                    LockError::invalid_value("options", "packed in the wrong length")
-                }))
-                .into(),
-            );
-        }
-        numbers.copy_from_slice(p);
-    }
-    let same = |last: &[f64; PACKED_LEN]| {
-        last.iter()
-            .zip(&numbers)
-            .all(|(a, b)| a.to_bits() == b.to_bits())
+    // Packed in the wrong length: never the last ones (`from_packed` says
+    // what is wrong below).
+    let numbers: Option<[f64; PACKED_LEN]> = match packed {
+        None => Some([0.0; PACKED_LEN]),
+        Some(p) => p.try_into().ok(),
     };
-    if let Some((last, spec)) = &*fast.last_spec.borrow() {
-        if same(last) {
+    if let (Some(numbers), Some((last, spec))) = (&numbers, &*fast.last_spec.borrow()) {
+        if last
+            .iter()
+            .zip(numbers)
+            .all(|(a, b)| a.to_bits() == b.to_bits())
+        {
             return Ok(*spec);
         }
     }
@@ -220,7 +212,9 @@ fn spec_of(
         .to_core()
         .and_then(|o| fast.client.resolve(&o))
         .map_err(to_napi)?;
-    *fast.last_spec.borrow_mut() = Some((numbers, spec));
+    if let Some(numbers) = numbers {
+        *fast.last_spec.borrow_mut() = Some((numbers, spec));
+    }
     Ok(spec)
 }
 
