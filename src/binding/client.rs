@@ -148,9 +148,9 @@ impl NativeClient {
         let request = kind.prepare(&self.core, keys, &opts).map_err(to_napi)?;
         // Taken on the JS thread's loop where it has one (any kind of lock,
         // on plain masters, once the client's connections there are up).
-        let request = match uvloop::acquire(env, &self.core, Box::new(request), cancel) {
+        let request = match uvloop::acquire(env, &self.core, request, cancel) {
             Ok(promise) => return Ok(promise),
-            Err(request) => *request,
+            Err(request) => request,
         };
         let cancel = cancel.map(|c| c.token.clone()).unwrap_or_default();
         let client = self.core.clone();

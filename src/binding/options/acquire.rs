@@ -375,7 +375,7 @@ mod tests {
             Err(e) => panic!("prepare: {e}"),
         };
         assert!(request.permits.is_none());
-        assert_eq!(request.names, ["a", "b"]);
+        assert_eq!(*request.names, ["a", "b"]);
     }
 
     #[test]

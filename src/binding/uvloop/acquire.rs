@@ -5,7 +5,7 @@
 //! (its turn, a release notice).
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
@@ -98,13 +98,15 @@ fn woken(id: u64) {
 }
 
 /// An acquisition driven on the JS thread; the request back when
-/// this driver does not take it.
+/// this driver does not take it (by value: moved, not boxed on every call
+/// for the rare hand-on).
+#[allow(clippy::result_large_err)]
 pub fn acquire<'env>(
     env: &'env Env,
     client: &core::Client,
-    request: Box<Request>,
+    request: Request,
     cancel: Option<&CancelHandle>,
-) -> std::result::Result<PromiseRaw<'env, Taken>, Box<Request>> {
+) -> std::result::Result<PromiseRaw<'env, Taken>, Request> {
     // Cancelled already: the other driver answers it without an attempt.
     if cancel.is_some_and(|c| c.token.is_cancelled()) {
         return Err(request);
@@ -145,7 +147,7 @@ pub fn acquire<'env>(
         id: Cell::new(None),
         client: key_of(client),
         op: RefCell::new(op),
-        inbox: RefCell::new(VecDeque::new()),
+        inbox: RefCell::default(),
         conns: RefCell::new(conns),
         reactor: r,
         deferred: Cell::new(Some(deferred)),
@@ -199,7 +201,7 @@ struct Driving {
     /// Its client ([`key_of`]).
     client: usize,
     op: RefCell<uvloop::FastAcquire>,
-    inbox: RefCell<VecDeque<(usize, Purpose, uvloop::Reply)>>,
+    inbox: RefCell<SmallVec<[(usize, Purpose, uvloop::Reply); 1]>>,
     /// Each node's connection, as of its last command (a broken one is
     /// replaced by the client's next one; `None` until one is open).
     conns: RefCell<SmallVec<[Option<Rc<Conn>>; 4]>>,
@@ -226,13 +228,13 @@ impl Driving {
     /// Sends what the machine asked for, each on its node's connection, in
     /// order behind what went there before (an undo runs after its attempt);
     /// what is for a connection being opened waits for it, in that order.
-    fn send_all(self: &Rc<Self>, sends: Vec<uvloop::Send>) {
+    fn send_all(self: &Rc<Self>, sends: uvloop::Sends) {
         for s in sends {
             let deadline = Instant::now() + s.timeout;
             let (node, purpose) = (s.node, s.purpose);
             let me = self.clone();
             let on_reply: transport::OnReply = Box::new(move |reply| {
-                me.inbox.borrow_mut().push_back((node, purpose, reply));
+                me.inbox.borrow_mut().push((node, purpose, reply));
                 me.pump();
             });
             match self.conn(node) {
@@ -307,7 +309,10 @@ impl Driving {
             } else if let Some(at) = self.due.take() {
                 op.timeout(Some(at), Instant::now())
             } else {
-                let next = self.inbox.borrow_mut().pop_front();
+                let next = {
+                    let mut inbox = self.inbox.borrow_mut();
+                    (!inbox.is_empty()).then(|| inbox.remove(0))
+                };
                 let Some((node, purpose, reply)) = next else {
                     return;
                 };

@@ -165,17 +165,14 @@ unsafe extern "C" fn acquire(env: sys::napi_env, info: sys::napi_callback_info) 
             .map(|(_, fast)| fast)
             .ok_or_else(|| invalid("client", "names no client of this thread"))?;
         let spec = spec_of(&fast, options)?;
-        let request = fast
-            .client
-            .prepare_lock_spec(vec![key], spec)
-            .map_err(to_napi)?;
-        let promise = match super::acquire(&napi_env, &fast.client, Box::new(request), None) {
+        let request = fast.client.prepare_lock_key(key, spec).map_err(to_napi)?;
+        let promise = match super::acquire(&napi_env, &fast.client, request, None) {
             Ok(promise) => promise,
             Err(request) => {
                 let client = fast.client.clone();
                 let cancel = Default::default();
                 settle_lock(&napi_env, async move {
-                    client.acquire_prepared(*request, cancel).await
+                    client.acquire_prepared(request, cancel).await
                 })?
             }
         };

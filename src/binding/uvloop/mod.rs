@@ -59,9 +59,9 @@ mod off {
     pub fn acquire<'env>(
         _: &'env Env,
         _: &core::Client,
-        request: Box<Request>,
+        request: Request,
         _: Option<&crate::binding::cancel::CancelHandle>,
-    ) -> Result<PromiseRaw<'env, Taken>, Box<Request>> {
+    ) -> Result<PromiseRaw<'env, Taken>, Request> {
         Err(request)
     }
     pub fn release<'env>(

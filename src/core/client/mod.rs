@@ -21,7 +21,7 @@ use crate::core::engine::lock::Lock;
 use crate::core::engine::stats::StatsSnapshot;
 use crate::core::error::{ErrorCode, LockError, Result};
 use crate::core::model;
-use crate::core::model::keys::{self, fence_key, lock_keys};
+use crate::core::model::keys::{self, fence_key, lock_keys, Keys};
 use crate::core::transport::tokio::Node;
 
 mod stored;
@@ -128,9 +128,10 @@ impl Client {
         Ok(self.in_line(request))
     }
 
-    /// [`Client::prepare_lock`] with options [`Client::resolve`] gave before.
-    pub fn prepare_lock_spec(&self, keys: Vec<String>, spec: AcquireSpec) -> Result<Request> {
-        let names = self.checked_names(keys)?;
+    /// [`Client::prepare_lock`] of one key with options [`Client::resolve`]
+    /// gave before.
+    pub fn prepare_lock_key(&self, key: String, spec: AcquireSpec) -> Result<Request> {
+        let names = self.checked_names(Keys::One(key))?;
         Ok(self.in_line(Request {
             names,
             spec,
@@ -141,7 +142,7 @@ impl Client {
 
     /// A plain lock's request with its place among this client's callers of its key.
     fn in_line(&self, mut request: Request) -> Request {
-        if let [name] = request.names.as_slice() {
+        if let [name] = &request.names[..] {
             let prefix = &self.inner.cfg.key_prefix;
             let waiters = &self.inner.waiters;
             request.arrival = Some(if prefix.is_empty() {
@@ -155,7 +156,7 @@ impl Client {
 
     /// Checks keys and options without I/O, so bad input fails before anything is sent.
     pub fn prepare(&self, keys: Vec<String>, opts: &AcquireOptions) -> Result<Request> {
-        let names = self.checked_names(keys)?;
+        let names = self.checked_names(keys.into())?;
         Ok(Request {
             names,
             spec: self.resolve(opts)?,
@@ -165,13 +166,19 @@ impl Client {
     }
 
     /// A lock's keys, checked (and the client still open).
-    fn checked_names(&self, keys: Vec<String>) -> Result<Vec<String>> {
+    fn checked_names(&self, keys: Keys) -> Result<Keys> {
         if self.is_closed() {
             return Err(LockError::closed().with_key(keys.join(", ")));
         }
-        let names = lock_keys(keys)?;
+        let names = match keys {
+            Keys::One(key) => {
+                keys::check_key(&key)?;
+                Keys::One(key)
+            }
+            Keys::Many(keys) => lock_keys(keys)?.into(),
+        };
         let cfg = &self.inner.cfg;
-        for name in &names {
+        for name in names.iter() {
             keys::check_not_derived(name, &cfg.key_prefix)?;
         }
         if self.inner.has_cluster {

@@ -18,7 +18,7 @@ use crate::core::config::AcquireSpec;
 use crate::core::engine::lock::Lock;
 use crate::core::engine::lock_state::{LockState, NewLock};
 use crate::core::error::Result;
-use crate::core::model::keys::{self, channel, CHANNEL_PREFIX};
+use crate::core::model::keys::{self, channel, Keys, CHANNEL_PREFIX};
 // The model's type the fast path still names by its former path.
 use crate::core::engine::inner::Inner;
 use crate::core::engine::waiters::{Arrival, Place};
@@ -30,7 +30,7 @@ use crate::core::transport::tokio::NoticeSink;
 
 /// A checked acquisition, ready to send.
 pub struct Request {
-    pub(crate) names: Vec<String>,
+    pub(crate) names: Keys,
     pub(crate) spec: AcquireSpec,
     /// Permits of a semaphore rather than a lock.
     pub(crate) permits: Option<Permits>,
@@ -147,7 +147,7 @@ fn place_ms(spec: &AcquireSpec) -> u64 {
 /// [`LateAnswers`].
 pub(crate) fn register(
     inner: &Arc<Inner>,
-    keys: Vec<String>,
+    keys: Keys,
     won: MachineWon,
     request: &Request,
     replicas: Option<u32>,

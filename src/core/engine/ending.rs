@@ -137,14 +137,13 @@ pub(crate) fn release_verdict(
     state: &LockState,
     answers: &[NodeAnswer],
 ) -> Result<bool> {
-    let answers = answers.to_vec();
-    inner.report_faults(&answers);
-    match quorum::released(&Tally::of(&answers)) {
+    inner.report_faults(answers);
+    match quorum::released(&Tally::of(answers)) {
         Released::Released => Ok(true),
         Released::NotOurs => Ok(false),
         Released::NoQuorum => {
             let label = state.label();
-            let err = inner.no_quorum(&answers, || {
+            let err = inner.no_quorum(answers, || {
                 format!("release of \"{label}\" reached too few nodes")
             });
             let message = format!("{}; the lock expires by its TTL", err.message);

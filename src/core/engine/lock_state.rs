@@ -107,7 +107,7 @@ impl Drop for LeaseGuard {
 /// What [`LockState::new`] needs.
 pub struct NewLock {
     pub id: u64,
-    pub keys: Vec<String>,
+    pub keys: Keys,
     /// The length of the client's key prefix at the start of each key.
     pub prefix_len: usize,
     pub token: String,
@@ -136,7 +136,7 @@ impl LockState {
         crate::core::memory::lock_made();
         LockState {
             id: n.id,
-            keys: n.keys.into(),
+            keys: n.keys,
             prefix_len: n.prefix_len,
             token: n.token.into(),
             kind: n.kind,
@@ -402,7 +402,7 @@ pub(crate) mod tests {
     ) -> LockState {
         LockState::new(NewLock {
             id,
-            keys: vec!["k".into()],
+            keys: Keys::One("k".into()),
             prefix_len: 0,
             token: "t".into(),
             kind: LockKind::Key,

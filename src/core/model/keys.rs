@@ -24,19 +24,7 @@ pub fn lock_keys(mut keys: Vec<String>) -> Result<Vec<String>> {
         ));
     }
     for key in &keys {
-        if key.is_empty() {
-            return Err(LockError::invalid_value(
-                "key",
-                "must be a non-empty string",
-            ));
-        }
-        if key.len() > MAX_KEY_BYTES {
-            return Err(LockError::out_of_range(
-                "key",
-                &format!("at most {MAX_KEY_BYTES} bytes long"),
-                format!("{} bytes", key.len()),
-            ));
-        }
+        check_key(key)?;
     }
     // Each key kept where it first comes.
     let mut kept = 0;
@@ -50,6 +38,24 @@ pub fn lock_keys(mut keys: Vec<String>) -> Result<Vec<String>> {
     Ok(keys)
 }
 
+/// One key of a lock: a non-empty string of at most `MAX_KEY_BYTES`.
+pub fn check_key(key: &str) -> Result<()> {
+    if key.is_empty() {
+        return Err(LockError::invalid_value(
+            "key",
+            "must be a non-empty string",
+        ));
+    }
+    if key.len() > MAX_KEY_BYTES {
+        return Err(LockError::out_of_range(
+            "key",
+            &format!("at most {MAX_KEY_BYTES} bytes long"),
+            format!("{} bytes", key.len()),
+        ));
+    }
+    Ok(())
+}
+
 /// The channel prefix the release script publishes a key's release notices on.
 pub const CHANNEL_PREFIX: &str = "__lockdog:released:";
 
@@ -58,15 +64,18 @@ pub fn channel(key: &str) -> String {
     format!("{CHANNEL_PREFIX}{key}")
 }
 
-/// The keys as stored: `prefix` before each name.
-pub fn prefixed(prefix: &str, names: &[String]) -> Vec<String> {
+/// The keys as stored: `prefix` before each name (one key without a list).
+pub fn prefixed(prefix: &str, names: &[String]) -> Keys {
     let prefixed = |n: &String| {
         let mut key = String::with_capacity(prefix.len() + n.len());
         key.push_str(prefix);
         key.push_str(n);
         key
     };
-    names.iter().map(prefixed).collect()
+    match names {
+        [name] => Keys::One(prefixed(name)),
+        _ => Keys::Many(names.iter().map(prefixed).collect()),
+    }
 }
 
 /// The fence counter of `key`, in the same hash slot: a key with a hash tag
@@ -298,7 +307,7 @@ mod tests {
 
     #[test]
     fn keys_are_prefixed_and_announced_on_their_channel() {
-        assert_eq!(prefixed("p:", &["a".into()]), ["p:a"]);
+        assert_eq!(*prefixed("p:", &["a".into()]), ["p:a"]);
         assert_eq!(channel("p:a"), "__lockdog:released:p:a");
     }
 

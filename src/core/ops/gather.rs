@@ -117,7 +117,8 @@ pub enum Reply {
     Int(i64),
     Nil,
     Bulk(Vec<u8>),
-    Status(String),
+    /// A status line (`+OK` without an allocation of its own).
+    Status(std::borrow::Cow<'static, str>),
     Array(Vec<Reply>),
     /// An error reply, worded `CODE detail`.
     Error(Fault),

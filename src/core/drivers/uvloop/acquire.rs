@@ -33,13 +33,14 @@ use crate::core::ops::acquisition::{Acquisition, Cancel, Event, Outcome, Purpose
 /// (`waitReplicas`, a closed client). `runtime` runs what it starts off the
 /// thread (the key's subscription). Once it waits (for its turn, in the
 /// key's line, or in a pause) it wants a [`Waker`]
-/// ([`FastAcquire::wants_waker`]).
+/// ([`FastAcquire::wants_waker`]). The request moves, not boxed.
+#[allow(clippy::result_large_err)]
 pub(crate) fn fast_acquire(
     inner: &Arc<Inner>,
-    request: Box<Request>,
+    request: Request,
     runtime: Handle,
     connecting: bool,
-) -> std::result::Result<FastAcquire, Box<Request>> {
+) -> std::result::Result<FastAcquire, Request> {
     let inner = inner.clone();
     if inner.ensure_accepting().is_err() {
         return Err(request);
@@ -82,6 +83,9 @@ pub enum Step {
     Failed(LockError),
 }
 
+/// What the machine has to send at one turn: mostly one command.
+pub type Sends = smallvec::SmallVec<[Send; 1]>;
+
 /// A command for one node's connection.
 pub struct Send {
     pub node: usize,
@@ -98,7 +102,7 @@ pub struct FastAcquire {
     /// consolidates its free lists before every larger allocation).
     acq: Box<Acquisition>,
     /// `None` once settled.
-    request: Option<Box<Request>>,
+    request: Option<Request>,
     /// Its place in the key's line while it waits there.
     queued: Option<Queued>,
     runtime: Handle,
@@ -125,9 +129,9 @@ impl FastAcquire {
     }
 
     /// The commands the machine has for the nodes now.
-    pub fn sends(&mut self) -> Vec<Send> {
+    pub fn sends(&mut self) -> Sends {
         let acq = &mut self.acq;
-        let mut sends = Vec::new();
+        let mut sends = Sends::new();
         while let Some(t) = acq.poll_transmit() {
             let packed = match &self.packed {
                 Some((purpose, p)) if *purpose == t.purpose => p.clone(),
@@ -180,7 +184,7 @@ impl FastAcquire {
             };
         }
         self.hears();
-        let request = self.request.as_deref();
+        let request = self.request.as_ref();
         match request {
             Some(request) => timer_fired(
                 &self.inner,
@@ -245,7 +249,7 @@ impl FastAcquire {
     /// Begins once every earlier caller's first attempt was answered: at
     /// once, or in the key's line behind those already waiting there.
     fn take_turn(&mut self, now: Instant) {
-        let Some(request) = self.request.as_deref() else {
+        let Some(request) = self.request.as_ref() else {
             return;
         };
         if request.arrival.as_ref().is_some_and(|a| !a.may_go()) {
@@ -369,7 +373,7 @@ impl FastAcquire {
         if self.queued.is_some() {
             return;
         }
-        let Some(request) = self.request.as_deref() else {
+        let Some(request) = self.request.as_ref() else {
             return;
         };
         let key = self.acq.plan().keys[0].clone();
@@ -436,12 +440,7 @@ mod tests {
         connecting: bool,
     ) -> FastAcquire {
         let request = c.prepare_lock(vec!["k".into()], opts).expect("a request");
-        match fast_acquire(
-            c.inner(),
-            Box::new(request),
-            rt.handle().clone(),
-            connecting,
-        ) {
+        match fast_acquire(c.inner(), request, rt.handle().clone(), connecting) {
             Ok(op) => op,
             Err(_) => panic!("a plain lock is driven here"),
         }

@@ -23,7 +23,7 @@ use crate::core::quorum::NodeAnswers;
 pub use crate::core::transport::uvloop::resp::Packed;
 
 pub(crate) use acquire::fast_acquire;
-pub use acquire::{FastAcquire, Send, Step};
+pub use acquire::{FastAcquire, Send, Sends, Step};
 pub use extend::{fast_extend, FastExtend};
 pub use release::{fast_release, FastRelease};
 

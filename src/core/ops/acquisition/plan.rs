@@ -9,6 +9,7 @@ use super::super::acquire::{self, LeaseTerms, ReadReply};
 use super::super::gather::Answer;
 use super::super::{permits, release};
 use crate::core::error::{LockError, NodeAnswer, NodeReport};
+use crate::core::model::keys::Keys;
 use crate::core::model::{self, line_keys, FairLease, Permits};
 use crate::core::ops::scripts::Call;
 use crate::core::quorum::NodeAnswers;
@@ -190,7 +191,7 @@ pub struct Plan {
     /// Each node's name (`host:port`), in the order replies are numbered.
     pub nodes: Arc<[String]>,
     /// The lock keys, prefixed.
-    pub keys: Vec<String>,
+    pub keys: Keys,
     /// The lock keys' fence counters (fencing; else none).
     pub fences: Vec<String>,
     /// How long the client's key prefix is: the keys as the caller named

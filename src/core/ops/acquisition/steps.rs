@@ -126,6 +126,8 @@ impl Acquisition {
                     self.queue_undo_but(n, &undo, member);
                     member.clone()
                 }
+                // Nothing still out: the machine is done with it.
+                _ if out == 0 => std::mem::take(&mut self.token),
                 _ => self.token.clone(),
             };
             self.outcome = Some(Outcome::Won(Won {

@@ -16,7 +16,7 @@ pub(super) fn plan(nodes: usize, wait_ms: u64, retry_count: Option<u32>, fencing
         nodes: (0..nodes)
             .map(|i| format!("127.0.0.1:{}", 7000 + i))
             .collect(),
-        keys: vec!["k".into()],
+        keys: vec!["k".to_string()].into(),
         fences: if fencing {
             vec!["k:fence".into()]
         } else {

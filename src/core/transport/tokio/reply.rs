@@ -28,7 +28,7 @@ pub fn reply_of(value: Value) -> Reply {
         Value::Int(n) => Reply::Int(n),
         Value::Nil => Reply::Nil,
         Value::BulkString(b) => Reply::Bulk(b),
-        Value::SimpleString(s) => Reply::Status(s),
+        Value::SimpleString(s) => Reply::Status(s.into()),
         Value::Okay => Reply::Status("OK".into()),
         Value::Boolean(b) => Reply::Int(i64::from(b)),
         Value::Array(items) | Value::Set(items) | Value::Push { data: items, .. } => {
@@ -44,7 +44,7 @@ pub fn reply_of(value: Value) -> Reply {
             Ok(reply) => reply,
             Err(answer) => Reply::Error(answer.to_string().into()),
         },
-        other => Reply::Status(format!("{other:?}")),
+        other => Reply::Status(format!("{other:?}").into()),
     }
 }
 

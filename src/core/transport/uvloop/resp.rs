@@ -54,7 +54,8 @@ fn parse(b: &[u8], depth: usize) -> Result<Option<(Reply, usize)>, String> {
     let text = || String::from_utf8_lossy(line).into_owned();
     let mut used = end + 2;
     let reply = match kind {
-        b'+' => Reply::Status(text()),
+        b'+' if line == b"OK" => Reply::Status("OK".into()),
+        b'+' => Reply::Status(text().into()),
         b'-' => {
             let line = text();
             let (code, detail) = line.split_once(' ').unwrap_or((&line, ""));
