@@ -33,31 +33,52 @@ pub(super) fn fan_out<Op: 'static>(
     timeout: Duration,
     answer: impl Fn(&mut Op, usize, uvloop::Reply) + 'static,
 ) {
-    // The operation and what takes its replies, shared by every node's.
-    let shared = Rc::new((RefCell::new(op), answer));
     let deadline = Instant::now() + timeout;
-    for (i, found) in found.into_iter().enumerate() {
-        let shared = shared.clone();
-        let on_reply: transport::OnReply = Box::new(move |reply| {
-            let (op, answer) = &*shared;
-            if let Ok(mut op) = op.try_borrow_mut() {
-                answer(&mut op, i, reply);
-            }
-        });
-        let send = {
-            let cmd = cmd.clone();
-            move |opened: Result<Rc<Conn>, String>| match opened {
-                Ok(conn) => conn.send(cmd, deadline, on_reply),
-                Err(why) => on_reply(Err(NodeAnswer::Unreachable(why.into()))),
-            }
-        };
-        match found {
-            Found::Ready(conn) => send(Ok(conn)),
-            Found::Opening => fast.when_open(r, i, Box::new(send)),
-            Found::Down(why) => send(Err(why)),
+    let mut found = found;
+    if found.len() == 1 {
+        // One node: its reply's closure owns the operation.
+        let mut op = op;
+        let on_reply: transport::OnReply = Box::new(move |reply| answer(&mut op, 0, reply));
+        if let Some(one) = found.pop() {
+            send_to(r, fast, 0, one, cmd, deadline, on_reply);
+        }
+    } else {
+        // The operation and what takes its replies, shared by every node's.
+        let shared = Rc::new((RefCell::new(op), answer));
+        for (i, found) in found.into_iter().enumerate() {
+            let shared = shared.clone();
+            let on_reply: transport::OnReply = Box::new(move |reply| {
+                let (op, answer) = &*shared;
+                if let Ok(mut op) = op.try_borrow_mut() {
+                    answer(&mut op, i, reply);
+                }
+            });
+            send_to(r, fast, i, found, cmd.clone(), deadline, on_reply);
         }
     }
     r.arm_for(deadline);
+}
+
+/// Sends `cmd` to node `i` (one being opened: once it is; one down answers
+/// unreachable).
+fn send_to(
+    r: &Reactor,
+    fast: &FastClient,
+    i: usize,
+    found: Found,
+    cmd: uvloop::Packed,
+    deadline: Instant,
+    on_reply: transport::OnReply,
+) {
+    let send = move |opened: Result<Rc<Conn>, String>| match opened {
+        Ok(conn) => conn.send(cmd, deadline, on_reply),
+        Err(why) => on_reply(Err(NodeAnswer::Unreachable(why.into()))),
+    };
+    match found {
+        Found::Ready(conn) => send(Ok(conn)),
+        Found::Opening => fast.when_open(r, i, Box::new(send)),
+        Found::Down(why) => send(Err(why)),
+    }
 }
 
 /// A release on the fast path, or `None` for the tokio path.

@@ -34,12 +34,12 @@ type Arrived = (usize, Purpose, Answer, Option<u32>);
 /// Takes the lock (or permits) `request` asks for.
 pub(crate) async fn acquire(
     inner: &Arc<Inner>,
-    request: Request,
+    mut request: Request,
     cancel: CancellationToken,
 ) -> Result<Lock> {
     inner.ensure_accepting()?;
     inner.stats.on_tokio.fetch_add(1, Ordering::Relaxed);
-    let plan = plan_of(inner, &request);
+    let plan = plan_of(inner, &mut request);
     let token = plan.take.token();
     let acq = Acquisition::in_turn(plan, token, rand::random(), Instant::now());
     Driver {
@@ -284,7 +284,7 @@ impl Driver {
             Outcome::Failed(e) => return Err(e),
             Outcome::Won(won) => won,
         };
-        let keys = self.acq.plan().keys.clone();
+        let keys = self.acq.won_keys();
         let inner = self.inner.clone();
         let replicas = self
             .replicas

@@ -40,6 +40,13 @@ pub struct Request {
 }
 
 impl Request {
+    /// The names [`plan_of`] moved to `plan` (none when it copied them).
+    pub(crate) fn names_back(&mut self, plan: Plan) {
+        if self.names.is_empty() {
+            self.names = plan.keys;
+        }
+    }
+
     /// The resolved options.
     pub fn spec(&self) -> &AcquireSpec {
         &self.spec
@@ -49,10 +56,16 @@ impl Request {
 // What the acquisition machine is given for a request on this client: its
 // [`Plan`] (nodes, keys, lease, bounds, and what an attempt takes).
 
-/// What the machine is given for `request`.
-pub(crate) fn plan_of(inner: &Inner, request: &Request) -> Plan {
+/// What the machine is given for `request`. Without a key prefix the
+/// names are the stored keys: they move from the request to the plan
+/// ([`Request::names_back`] returns them).
+pub(crate) fn plan_of(inner: &Inner, request: &mut Request) -> Plan {
+    let keys = if inner.cfg.key_prefix.is_empty() {
+        std::mem::replace(&mut request.names, Keys::Many(Vec::new()))
+    } else {
+        keys::prefixed(&inner.cfg.key_prefix, &request.names)
+    };
     let spec = &request.spec;
-    let keys = keys::prefixed(&inner.cfg.key_prefix, &request.names);
     let take = match request.permits {
         None => Take::Lock,
         Some(p) if p.kind == Kind::Fair => Take::Fair {

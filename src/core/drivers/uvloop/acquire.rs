@@ -45,9 +45,11 @@ pub(crate) fn fast_acquire(
     if inner.ensure_accepting().is_err() {
         return Err(request);
     }
-    let plan = plan_of(&inner, &request);
+    let mut request = request;
+    let plan = plan_of(&inner, &mut request);
     if plan.wait_replicas.is_some() {
         // WAIT blocks the connection it runs on: tokio's own, not this thread's.
+        request.names_back(plan);
         return Err(request);
     }
     let token = plan.take.token();
@@ -356,7 +358,7 @@ impl FastAcquire {
                 if !self.acq.all_answered() {
                     self.running = Some(self.inner.track());
                 }
-                let keys = self.acq.plan().keys.clone();
+                let keys = self.acq.won_keys();
                 let (lock, late) = register(&self.inner, keys, won, &request, None);
                 self.late = Some(late);
                 match lock {

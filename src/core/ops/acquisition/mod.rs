@@ -57,6 +57,7 @@ use self::failure::aborted;
 use self::state::Phase;
 use super::gather::Answer;
 use crate::core::error::{LockError, NodeAnswer};
+use crate::core::model::keys::Keys;
 use crate::core::time::ms_of;
 
 impl Acquisition {
@@ -97,7 +98,7 @@ impl Acquisition {
             token,
             phase: Phase::Done,
             rng: SmallRng::seed_from_u64(seed),
-            transmits: VecDeque::new(),
+            transmits: Default::default(),
             events: VecDeque::new(),
             outcome: None,
             last_failure: None,
@@ -151,7 +152,7 @@ impl Acquisition {
 
     /// The next command to send, if any; after the outcome, the undo it owes.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        let t = self.transmits.pop_front()?;
+        let t = (!self.transmits.is_empty()).then(|| self.transmits.remove(0))?;
         if let (Phase::Attempt { n, sent, .. }, Purpose::Attempt(m)) = (&mut self.phase, t.purpose)
         {
             if *n == m {
@@ -180,6 +181,17 @@ impl Acquisition {
     /// notice would end the pause.
     pub fn is_paused(&self) -> bool {
         matches!(self.phase, Phase::Pause { woken: false, .. })
+    }
+
+    /// The keys of the lock it won (asked once its outcome was won): moved
+    /// out once no node's answer is still owed (the machine is done with
+    /// them), else a copy.
+    pub fn won_keys(&mut self) -> Keys {
+        if self.is_done() && self.all_answered() {
+            std::mem::replace(&mut self.plan.keys, Keys::Many(Vec::new()))
+        } else {
+            self.plan.keys.clone()
+        }
     }
 
     /// No node's answer is still owed: an outcome's late answers are in.

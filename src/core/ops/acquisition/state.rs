@@ -57,7 +57,8 @@ pub struct Acquisition {
     pub(super) token: String,
     pub(super) phase: Phase,
     pub(super) rng: SmallRng,
-    pub(super) transmits: VecDeque<Transmit>,
+    /// In the order they go; mostly one at a time (one node), kept inline.
+    pub(super) transmits: smallvec::SmallVec<[Transmit; 1]>,
     pub(super) events: VecDeque<Event>,
     pub(super) outcome: Option<Outcome>,
     /// The failure of the last attempt, for a wait that ends later (boxed:

@@ -39,7 +39,7 @@ impl Acquisition {
                 false => call.clone(),
             };
             if let Some(call) = call {
-                self.transmits.push_back(Transmit {
+                self.transmits.push(Transmit {
                     node,
                     purpose: Purpose::Attempt(n),
                     call,
@@ -205,7 +205,7 @@ impl Acquisition {
         }
         let call = self.plan.take.undo_call(&self.plan, &self.token, keep);
         for (node, _) in nodes.iter().enumerate().filter(|(_, &u)| u) {
-            self.transmits.push_back(Transmit {
+            self.transmits.push(Transmit {
                 node,
                 purpose: Purpose::Undo(n),
                 call: call.clone(),
@@ -260,7 +260,7 @@ impl Acquisition {
             return;
         };
         for node in 0..self.plan.nodes.len() {
-            self.transmits.push_back(Transmit {
+            self.transmits.push(Transmit {
                 node,
                 purpose: Purpose::Leave(n),
                 call: call.clone(),
