@@ -224,6 +224,35 @@ struct Driving {
     told: RefCell<Option<Rc<dyn Fn()>>>,
 }
 
+/// A command's node and purpose as the tag its reply comes back with.
+fn tag(node: usize, purpose: Purpose) -> u64 {
+    let (kind, n) = match purpose {
+        Purpose::Attempt(n) => (0, n),
+        Purpose::Undo(n) => (1, n),
+        Purpose::Leave(n) => (2, n),
+    };
+    ((node as u64) << 34) | (kind << 32) | u64::from(n)
+}
+
+/// [`tag`] read back.
+fn untag(tag: u64) -> (usize, Purpose) {
+    let n = tag as u32;
+    let purpose = match (tag >> 32) & 3 {
+        0 => Purpose::Attempt(n),
+        1 => Purpose::Undo(n),
+        _ => Purpose::Leave(n),
+    };
+    ((tag >> 34) as usize, purpose)
+}
+
+impl transport::Replies for Driving {
+    fn reply(self: Rc<Self>, tag: u64, answer: uvloop::Reply) {
+        let (node, purpose) = untag(tag);
+        self.inbox.borrow_mut().push((node, purpose, answer));
+        self.pump();
+    }
+}
+
 impl Driving {
     /// Sends what the machine asked for, each on its node's connection, in
     /// order behind what went there before (an undo runs after its attempt);
@@ -231,12 +260,8 @@ impl Driving {
     fn send_all(self: &Rc<Self>, sends: uvloop::Sends) {
         for s in sends {
             let deadline = Instant::now() + s.timeout;
-            let (node, purpose) = (s.node, s.purpose);
-            let me = self.clone();
-            let on_reply: transport::OnReply = Box::new(move |reply| {
-                me.inbox.borrow_mut().push((node, purpose, reply));
-                me.pump();
-            });
+            let node = s.node;
+            let on_reply = transport::OnReply::To(self.clone(), tag(node, s.purpose));
             match self.conn(node) {
                 Found::Ready(conn) => conn.send(s.packed, deadline, on_reply),
                 Found::Opening => {
@@ -251,7 +276,7 @@ impl Driving {
                             me.reactor.arm_for(deadline);
                         }
                         // Never sent: an outage to the machine, which retries.
-                        Err(why) => on_reply(Err(NodeAnswer::Unreachable(why.into()))),
+                        Err(why) => on_reply.call(Err(NodeAnswer::Unreachable(why.into()))),
                     });
                     match self.reactor.clients.borrow().get(&self.client).cloned() {
                         Some(fast) => fast.when_open(&self.reactor, node, then),
@@ -259,7 +284,7 @@ impl Driving {
                     }
                 }
                 // An outage to the machine: it retries, by then connected again.
-                Found::Down(why) => on_reply(Err(NodeAnswer::Unreachable(why.into()))),
+                Found::Down(why) => on_reply.call(Err(NodeAnswer::Unreachable(why.into()))),
             }
             self.reactor.arm_for(deadline);
         }
@@ -421,6 +446,25 @@ impl Driving {
             uvloop::Step::Pending => {}
             uvloop::Step::Won(lock) => finish(env, deferred, Ok(Taken(lock)), faulted),
             uvloop::Step::Failed(e) => finish::<Taken>(env, deferred, Err(to_napi(e)), faulted),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{tag, untag, Purpose};
+
+    #[test]
+    fn a_reply_comes_back_to_its_node_and_purpose() {
+        for node in [0, 1, 4, 63, 1 << 20] {
+            for purpose in [
+                Purpose::Attempt(0),
+                Purpose::Attempt(u32::MAX),
+                Purpose::Undo(7),
+                Purpose::Leave(u32::MAX),
+            ] {
+                assert_eq!(untag(tag(node, purpose)), (node, purpose));
+            }
         }
     }
 }

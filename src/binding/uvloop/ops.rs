@@ -38,7 +38,7 @@ pub(super) fn fan_out<Op: 'static>(
     if found.len() == 1 {
         // One node: its reply's closure owns the operation.
         let mut op = op;
-        let on_reply: transport::OnReply = Box::new(move |reply| answer(&mut op, 0, reply));
+        let on_reply = transport::OnReply::new(move |reply| answer(&mut op, 0, reply));
         if let Some(one) = found.pop() {
             send_to(r, fast, 0, one, cmd, deadline, on_reply);
         }
@@ -47,7 +47,7 @@ pub(super) fn fan_out<Op: 'static>(
         let shared = Rc::new((RefCell::new(op), answer));
         for (i, found) in found.into_iter().enumerate() {
             let shared = shared.clone();
-            let on_reply: transport::OnReply = Box::new(move |reply| {
+            let on_reply = transport::OnReply::new(move |reply| {
                 let (op, answer) = &*shared;
                 if let Ok(mut op) = op.try_borrow_mut() {
                     answer(&mut op, i, reply);
@@ -72,7 +72,7 @@ fn send_to(
 ) {
     let send = move |opened: Result<Rc<Conn>, String>| match opened {
         Ok(conn) => conn.send(cmd, deadline, on_reply),
-        Err(why) => on_reply(Err(NodeAnswer::Unreachable(why.into()))),
+        Err(why) => on_reply.call(Err(NodeAnswer::Unreachable(why.into()))),
     };
     match found {
         Found::Ready(conn) => send(Ok(conn)),

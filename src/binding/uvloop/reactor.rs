@@ -400,7 +400,7 @@ unsafe extern "C" fn on_timer(_: Handle) {
 
 pub(super) fn deliver(mut done: Done) {
     for (on_reply, reply) in done.drain(..) {
-        on_reply(reply);
+        on_reply.call(reply);
     }
     // Kept for the next poll of this thread (one that began while these
     // ran made its own).

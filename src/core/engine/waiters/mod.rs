@@ -74,10 +74,15 @@ pub struct Waiters {
     queues: Mutex<ByKey<String, Queue>>,
     /// The callers acquiring each key that are not done yet, in call order
     /// (the key shared with their [`Arrival`]s).
-    lines: Mutex<ByKey<Arc<str>, VecDeque<Caller>>>,
+    lines: Mutex<ByKey<Arc<str>, Line>>,
     next_arrival: AtomicU64,
     next_id: AtomicU64,
 }
+
+/// The callers of one key in call order: mostly one, kept inline. (A
+/// caller leaves by its number, found by a scan: a long line costs the same
+/// whether it shifts or not.)
+type Line = smallvec::SmallVec<[Caller; 1]>;
 
 /// What [`Waiters::join`] did.
 pub struct Joined {
@@ -105,7 +110,7 @@ impl Waiters {
             Some((shared, _)) => shared.clone(),
             None => Arc::from(key),
         };
-        lines.entry(key.clone()).or_default().push_back(caller);
+        lines.entry(key.clone()).or_default().push(caller);
         Arrival {
             waiters: self.clone(),
             key,
@@ -394,7 +399,7 @@ impl Drop for Arrival {
 
 /// Wakes the callers from `i` on that a change there may let go: up to the
 /// first one whose first attempt is still out (nobody behind it may go).
-fn wake_from(line: &VecDeque<Caller>, i: usize) {
+fn wake_from(line: &[Caller], i: usize) {
     for c in line.iter().skip(i) {
         if let Some(turn) = &c.turn {
             turn.notify_waiters();

@@ -8,4 +8,4 @@ pub mod socket;
 pub mod wire;
 
 pub use socket::Socket;
-pub use wire::{Done, OnReply, Wire};
+pub use wire::{Done, OnReply, Replies, Wire};

@@ -7,6 +7,7 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,8 +21,33 @@ use crate::core::ops::scripts::Server;
 use crate::core::ops::{Answer, Reply};
 use crate::core::time::later;
 
-/// Runs once with the reply of the command it was sent with.
-pub type OnReply = Box<dyn FnOnce(Answer)>;
+/// Runs once with the reply of the command it was sent with (or the node's
+/// fault): a closure of its own, or a receiver that its commands share, told
+/// which of them it is (no allocation per command).
+pub enum OnReply {
+    Once(Box<dyn FnOnce(Answer)>),
+    To(Rc<dyn Replies>, u64),
+}
+
+/// What takes the replies of several commands ([`OnReply::To`]); `tag` is
+/// what it named the command by.
+pub trait Replies {
+    fn reply(self: Rc<Self>, tag: u64, answer: Answer);
+}
+
+impl OnReply {
+    pub fn new(f: impl FnOnce(Answer) + 'static) -> OnReply {
+        OnReply::Once(Box::new(f))
+    }
+
+    /// Hands `answer` on.
+    pub fn call(self, answer: Answer) {
+        match self {
+            OnReply::Once(f) => f(answer),
+            OnReply::To(to, tag) => to.reply(tag, answer),
+        }
+    }
+}
 /// Replies to hand out once the connection is no longer borrowed.
 pub type Done = Vec<(OnReply, Answer)>;
 
@@ -228,9 +254,10 @@ impl Wire {
             return;
         }
         let seq = self.next_seq();
+        let now = Instant::now();
         if self.pending.back().is_none_or(|p| p.end <= self.written) {
             // Nothing was waiting for the socket: the wait for it starts now.
-            self.progress = Instant::now();
+            self.progress = now;
         }
         self.pending.push_back(Pending {
             deadline,
@@ -238,7 +265,7 @@ impl Wire {
             on_reply: Some(on_reply),
             retry,
             seq,
-            bound: deadline.saturating_duration_since(Instant::now()),
+            bound: deadline.saturating_duration_since(now),
             first: None,
             replies,
             free,

@@ -19,7 +19,7 @@ type Seen = Rc<RefCell<Vec<(usize, Answer)>>>;
 
 fn recorder(seen: &Seen, i: usize) -> OnReply {
     let seen = seen.clone();
-    Box::new(move |reply| seen.borrow_mut().push((i, reply)))
+    OnReply::new(move |reply| seen.borrow_mut().push((i, reply)))
 }
 
 fn later() -> Instant {
@@ -28,7 +28,7 @@ fn later() -> Instant {
 
 fn run(done: Done) {
     for (f, r) in done {
-        f(r)
+        f.call(r)
     }
 }
 
@@ -140,7 +140,7 @@ fn a_cut_fails_every_command_owed() {
         .iter()
         .all(|(_, r)| matches!(r, Err(NodeAnswer::Unreachable(_)))));
     let mut done = Done::new();
-    wire.send(b"C", later(), Box::new(|_| {}), &mut done);
+    wire.send(b"C", later(), OnReply::new(|_| {}), &mut done);
     assert!(matches!(done[0].1, Err(NodeAnswer::Unreachable(_))));
 }
 
@@ -208,7 +208,7 @@ fn a_socket_that_takes_only_part_waits_to_be_writable() {
     let mut done = Done::new();
     // Far more than a socket pair buffers: the rest waits for writable.
     let big = vec![b'x'; 8 * 1024 * 1024];
-    wire.send(&big, later(), Box::new(|_| {}), &mut done);
+    wire.send(&big, later(), OnReply::new(|_| {}), &mut done);
     assert!(wire.wants_write(), "blocked: the poll asks for writable");
     assert!(
         !wire.has_unsent(),
