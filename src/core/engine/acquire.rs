@@ -166,8 +166,6 @@ pub(crate) fn register(
     replicas: Option<u32>,
 ) -> (Result<Lock>, LateAnswers) {
     let spec = &request.spec;
-    let record = Answers::default();
-    let late = record.begin(&won.answers);
     let started = broken::validity_start(won.started);
     let drift = spec.drift;
     let state = Arc::new(LockState::new(NewLock {
@@ -186,8 +184,9 @@ pub(crate) fn register(
         // (permits), which has none rather than a misleading 0.
         fence: Some(won.fence).filter(|&f| inner.cfg.fencing && f > 0),
         wait_replicas: spec.wait_replicas,
-        answers: record,
+        answers: Answers::default(),
     }));
+    let late = LateAnswers::begin(state.clone(), &won.answers);
     state.set_replicas(replicas);
     inner.stats.acquired.fetch_add(1, Ordering::Relaxed);
     inner.stats.held.fetch_add(1, Ordering::Relaxed);

@@ -103,7 +103,7 @@ pub(crate) async fn adopt(inner: &Arc<Inner>, request: Request, token: String) -
         keys,
         prefix_len: inner.cfg.key_prefix.len(),
         kind,
-        token,
+        token: token.into(),
         attempts: 1,
         deadline,
         ttl,

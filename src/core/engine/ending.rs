@@ -10,7 +10,7 @@ use crate::core::broken;
 use crate::core::engine::inner::{Event, Inner};
 use crate::core::engine::lock_state::{LockState, Release};
 use crate::core::error::{LockError, NodeAnswer, Result};
-use crate::core::model::Answers;
+use crate::core::model::SharedAnswers;
 use crate::core::ops::gather::Gather;
 use crate::core::quorum::{self, Released, Tally};
 use crate::core::time::later;
@@ -64,7 +64,7 @@ pub(crate) fn released_by_caller(
 /// Sends a token-checked release everywhere; the lock has already ended locally.
 /// Resolves once a quorum deleted our keys: on a minority of nodes the
 /// release may still be on its way (a background task `close()` awaits).
-pub async fn release_state(inner: &Arc<Inner>, state: &LockState) -> Result<bool> {
+pub async fn release_state(inner: &Arc<Inner>, state: &Arc<LockState>) -> Result<bool> {
     let answers = release_until_decided(inner, state, None).await;
     release_verdict(inner, state, &answers)
 }
@@ -75,7 +75,7 @@ pub async fn release_state(inner: &Arc<Inner>, state: &LockState) -> Result<bool
 /// (the cleanup of a lock that lapsed).
 pub(crate) async fn release_until_decided(
     inner: &Arc<Inner>,
-    state: &LockState,
+    state: &Arc<LockState>,
     longest: Option<Duration>,
 ) -> Vec<NodeAnswer> {
     let longest_ms = longest.map(crate::core::time::ms_of);
@@ -94,7 +94,7 @@ pub(crate) async fn release_until_decided(
             })
         })
         .collect();
-    let mut collect = Collect::new(calls, Some(state.answers.clone()));
+    let mut collect = Collect::new(calls, Some(state.clone()));
     let answers = collect.until(Gather::at_quorum).await;
     inner.finish_in_background(collect);
     answers
@@ -106,7 +106,7 @@ pub(crate) async fn extend_until_decided(
     inner: &Arc<Inner>,
     renewal: &Renewal<'_>,
     timeout: Duration,
-    record: &Answers,
+    record: SharedAnswers,
 ) -> Vec<NodeAnswer> {
     let keys: Arc<[String]> = renewal.keys.into();
     let token: Arc<str> = renewal.token.into();
@@ -125,7 +125,7 @@ pub(crate) async fn extend_until_decided(
             })
         })
         .collect();
-    let mut collect = Collect::new(calls, Some(record.clone()));
+    let mut collect = Collect::new(calls, Some(record));
     let answers = collect.until(Gather::at_quorum).await;
     inner.finish_in_background(collect);
     answers

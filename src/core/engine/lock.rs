@@ -1,6 +1,7 @@
 //! The handle a caller holds: a [`Lock`] reads its [`LockState`] and sends
 //! releases and extensions through the client it came from.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,35 +23,42 @@ pub struct HandOver {
     pub fence: Option<i64>,
 }
 
-struct LockHandle {
+/// A held lock. Cheap to clone; when the last clone is dropped the watchdog
+/// stops renewing it (its state counts the handles: the watchdog's own
+/// reference to the state is not one).
+pub struct Lock {
     state: Arc<LockState>,
     inner: Arc<Inner>,
 }
 
-impl Drop for LockHandle {
-    /// A lock nobody can reach any more is never renewed again; its keys expire by TTL.
-    fn drop(&mut self) {
-        ending::let_go(&self.inner, &self.state);
+impl Clone for Lock {
+    fn clone(&self) -> Lock {
+        Lock::new(self.state.clone(), self.inner.clone())
     }
 }
 
-/// A held lock. Cheap to clone; when the last clone is dropped the watchdog
-/// stops renewing it.
-#[derive(Clone)]
-pub struct Lock(Arc<LockHandle>);
+impl Drop for Lock {
+    /// A lock nobody can reach any more is never renewed again; its keys expire by TTL.
+    fn drop(&mut self) {
+        if self.state.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            ending::let_go(&self.inner, &self.state);
+        }
+    }
+}
 
 impl Lock {
     pub(crate) fn new(state: Arc<LockState>, inner: Arc<Inner>) -> Lock {
-        Lock(Arc::new(LockHandle { state, inner }))
+        state.handles.fetch_add(1, Ordering::Relaxed);
+        Lock { state, inner }
     }
 
     /// The lock's state and the client it belongs to (the fast path's operations).
     pub(crate) fn parts(&self) -> (&Arc<LockState>, &Arc<Inner>) {
-        (&self.0.state, &self.0.inner)
+        (&self.state, &self.inner)
     }
 
     fn state(&self) -> &Arc<LockState> {
-        &self.0.state
+        &self.state
     }
 
     pub fn id(&self) -> u64 {
@@ -81,7 +89,7 @@ impl Lock {
     /// this lock; nodes that had not answered when it resolved read `pending`
     /// until they do (see the client's `settled`).
     pub fn nodes(&self) -> Vec<NodeReport> {
-        self.0.inner.reports(&self.state().answers.get())
+        self.inner.reports(&self.state().answers.get())
     }
 
     pub fn attempts(&self) -> u32 {
@@ -151,7 +159,7 @@ impl Lock {
     /// [`Lock::release`], telling a loss it found from a lock that had ended.
     pub async fn release_reporting(&self) -> Result<Release> {
         let state = self.state();
-        let inner = &self.0.inner;
+        let inner = &self.inner;
         if !ending::let_go(inner, state) {
             return Ok(Release::NotHeld);
         }
@@ -166,7 +174,7 @@ impl Lock {
     /// `ERR_LOCK_CLOSED`) saying why when it was no longer held.
     pub fn hand_over(&self) -> Result<HandOver> {
         let state = self.state();
-        let inner = &self.0.inner;
+        let inner = &self.inner;
         let remaining = state.remaining();
         let why = match state.status() {
             _ if inner.ensure_open().is_err() => "its client was closed",
@@ -195,6 +203,6 @@ impl Lock {
     /// Extends the lease to `ttl` from now (same token) and makes `ttl` the
     /// lease the watchdog keeps renewing. Never recreates a missing key.
     pub async fn extend(&self, ttl: Duration) -> Result<()> {
-        crate::core::engine::renew::extend(&self.0.inner, self.state(), ttl).await
+        crate::core::engine::renew::extend(&self.inner, self.state(), ttl).await
     }
 }

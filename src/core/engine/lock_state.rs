@@ -1,7 +1,7 @@
 //! The shared state of one held lock: token, keys and its local validity deadline
 //! on the monotonic clock. Read without locks from any thread (e.g. `lock.remaining`).
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -42,6 +42,9 @@ pub enum Release {
 
 pub struct LockState {
     pub id: u64,
+    /// How many [`Lock`](crate::core::engine::lock::Lock) handles reach it:
+    /// at 0 again it is let go (see `Lock`'s `Drop`).
+    pub(crate) handles: AtomicUsize,
     /// The keys as stored in Redis: the client's prefix, then the name the
     /// caller gave (see [`LockState::names`]).
     pub keys: Keys,
@@ -110,7 +113,7 @@ pub struct NewLock {
     pub keys: Keys,
     /// The length of the client's key prefix at the start of each key.
     pub prefix_len: usize,
-    pub token: String,
+    pub token: Token,
     pub kind: LockKind,
     pub attempts: u32,
     pub deadline: Instant,
@@ -125,6 +128,12 @@ pub struct NewLock {
     pub answers: Answers,
 }
 
+impl crate::core::model::KeepsAnswers for LockState {
+    fn answers(&self) -> &Answers {
+        &self.answers
+    }
+}
+
 impl Drop for LockState {
     fn drop(&mut self) {
         crate::core::memory::lock_dropped();
@@ -136,9 +145,10 @@ impl LockState {
         crate::core::memory::lock_made();
         LockState {
             id: n.id,
+            handles: AtomicUsize::new(0),
             keys: n.keys,
             prefix_len: n.prefix_len,
-            token: n.token.into(),
+            token: n.token,
             kind: n.kind,
             attempts: n.attempts,
             hold_until: n.hold_until,

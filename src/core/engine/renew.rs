@@ -307,7 +307,7 @@ pub async fn extend(inner: &Arc<Inner>, state: &Arc<LockState>, ttl: Duration) -
             state.answers.start(std::slice::from_ref(&answer));
             vec![answer]
         }
-        _ => ending::extend_until_decided(inner, &renewal[0], timeout, &state.answers).await,
+        _ => ending::extend_until_decided(inner, &renewal[0], timeout, state.clone()).await,
     };
     extended(inner, state, &answers, started, ttl)
 }

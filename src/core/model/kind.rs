@@ -151,18 +151,17 @@ pub fn fair(p: Permits) -> Permits {
 /// names the slots it granted (`<permits>:<slots>:<uuid>`). The UUID's
 /// random bits come from the thread's CSPRNG (ChaCha, seeded and reseeded by
 /// the OS): no system call per token.
-pub fn token(permits: Option<Permits>) -> String {
+pub fn token(permits: Option<Permits>) -> Token {
     let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
     let id = uuid::Builder::from_random_bytes(rand::random())
         .into_uuid()
         .hyphenated()
-        .encode_lower(&mut text)
-        .to_string();
+        .encode_lower(&mut text);
     match permits {
-        Some(p) if p.kind == Kind::Slots => format!("{}:*:{id}", p.permits),
-        Some(p) if p.kind == Kind::Fair => id,
-        Some(p) => format!("{}:{id}", p.permits),
-        None => id,
+        Some(p) if p.kind == Kind::Slots => Token::Other(format!("{}:*:{id}", p.permits)),
+        Some(p) if p.kind == Kind::Fair => Token::Uuid(text),
+        Some(p) => Token::Other(format!("{}:{id}", p.permits)),
+        None => Token::Uuid(text),
     }
 }
 
@@ -189,6 +188,37 @@ impl std::ops::Deref for Token {
 
     fn deref(&self) -> &str {
         self.as_str()
+    }
+}
+
+impl std::fmt::Display for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for Token {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for Token {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other
+    }
+}
+
+/// No token yet (nothing allocated).
+impl Default for Token {
+    fn default() -> Token {
+        Token::Other(String::new())
+    }
+}
+
+impl From<&str> for Token {
+    fn from(token: &str) -> Token {
+        Token::from(token.to_string())
     }
 }
 

@@ -22,9 +22,25 @@ use std::sync::{Arc, Mutex};
 
 /// Each node's answer to a lock's last operation (acquire, extend, release).
 /// A Redlock operation resolves at quorum: the nodes still out read
-/// [`NodeAnswer::Pending`] until they answer in the background.
-#[derive(Clone, Default)]
-pub struct Answers(Arc<Mutex<Record>>);
+/// [`NodeAnswer::Pending`] until they answer in the background. Kept in
+/// the lock's state; its late answers reach it through [`KeepsAnswers`].
+#[derive(Default)]
+pub struct Answers(Mutex<Record>);
+
+/// What keeps a record of answers (a lock's state), shared with the late
+/// answers of its operations.
+pub trait KeepsAnswers: Send + Sync {
+    fn answers(&self) -> &Answers;
+}
+
+impl KeepsAnswers for Answers {
+    fn answers(&self) -> &Answers {
+        self
+    }
+}
+
+/// A record of answers, shared.
+pub type SharedAnswers = Arc<dyn KeepsAnswers>;
 
 /// One operation's answers as a lock keeps them: "every node said ok" (the
 /// answer of nearly every lock held) takes no list of its own.
@@ -76,29 +92,29 @@ impl Answers {
             g.list.clone()
         }
     }
-
-    /// Records a new operation's answers so far, and where the answers of
-    /// its nodes still out go.
-    pub fn begin(&self, answers: &[NodeAnswer]) -> LateAnswers {
-        LateAnswers {
-            op: self.start(answers),
-            record: self.clone(),
-        }
-    }
 }
 
 /// Where the answers of one operation's nodes that answer after its outcome
 /// go: its lock's record, while no later operation of the lock started.
 #[derive(Clone)]
 pub struct LateAnswers {
-    record: Answers,
+    record: SharedAnswers,
     op: u64,
 }
 
 impl LateAnswers {
+    /// Records a new operation's answers so far in `record`, and where the
+    /// answers of its nodes still out go.
+    pub fn begin(record: SharedAnswers, answers: &[NodeAnswer]) -> LateAnswers {
+        LateAnswers {
+            op: record.answers().start(answers),
+            record,
+        }
+    }
+
     /// Node `i` answered `answer` late.
     pub fn put(&self, i: usize, answer: NodeAnswer) {
-        self.record.late(self.op, i, answer);
+        self.record.answers().late(self.op, i, answer);
     }
 }
 

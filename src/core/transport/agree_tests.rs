@@ -8,7 +8,7 @@ use bytes::BytesMut;
 use redis::RedisError;
 
 use crate::core::error::NodeAnswer;
-use crate::core::model::{Answers, LockKind};
+use crate::core::model::{Answers, LateAnswers, LockKind};
 use crate::core::ops::permits::{self, SlotReply};
 use crate::core::ops::scripts;
 use crate::core::ops::{acquire, extend, release, renew, Answer, Gather, Progress, Reply};
@@ -807,13 +807,13 @@ fn gather_keeps_what_else_each_node_returned() {
 
 #[test]
 fn late_answers_fill_in_their_own_operation_of_a_lock_only() {
-    let record = Answers::default();
+    let record = std::sync::Arc::new(Answers::default());
     record.start(&[NodeAnswer::Timeout, NodeAnswer::Timeout]);
     let mut g: Gather<()> = Gather::new(2);
     let Progress::Decided(answers) = g.offer(0, NodeAnswer::Ok, (), |_| true) else {
         panic!("decided");
     };
-    let late = record.begin(&answers);
+    let late = LateAnswers::begin(record.clone(), &answers);
     assert_eq!(record.get(), [NodeAnswer::Ok, NodeAnswer::Pending]);
     let Progress::Late { node, answer, .. } = g.offer(1, NodeAnswer::NotHeld, (), |_| true) else {
         panic!("late");
@@ -821,7 +821,7 @@ fn late_answers_fill_in_their_own_operation_of_a_lock_only() {
     late.put(node, answer);
     assert_eq!(record.get(), [NodeAnswer::Ok, NodeAnswer::NotHeld]);
     // A later operation's record is not touched by an older one's late answer.
-    let older = record.begin(&[NodeAnswer::Ok, NodeAnswer::Pending]);
+    let older = LateAnswers::begin(record.clone(), &[NodeAnswer::Ok, NodeAnswer::Pending]);
     record.start(&[NodeAnswer::Timeout, NodeAnswer::Timeout]);
     older.put(1, NodeAnswer::Ok);
     assert_eq!(record.get(), [NodeAnswer::Timeout, NodeAnswer::Timeout]);

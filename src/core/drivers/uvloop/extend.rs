@@ -47,7 +47,7 @@ pub fn fast_extend(lock: &Lock, ttl: Duration, now: Instant) -> Option<FastExten
     ));
     Some(FastExtend {
         op: ops::extend::Extend::new(inner.nodes.len()),
-        late: Late::new(inner.clone(), state.answers.clone()),
+        late: Late::new(inner.clone(), state.clone()),
         inner: inner.clone(),
         state: state.clone(),
         ttl,

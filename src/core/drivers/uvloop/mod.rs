@@ -17,7 +17,7 @@ use redis::ConnectionInfo;
 use crate::core::broken::{self, Broken};
 use crate::core::engine::inner::{Inner, Running};
 use crate::core::error::NodeAnswer;
-use crate::core::model::{Answers, LateAnswers};
+use crate::core::model::{LateAnswers, SharedAnswers};
 use crate::core::ops::Progress;
 use crate::core::quorum::NodeAnswers;
 pub use crate::core::transport::uvloop::resp::Packed;
@@ -56,12 +56,12 @@ struct Late {
     inner: Arc<Inner>,
     running: Option<Running>,
     /// The lock's record of answers, and once decided where late ones go.
-    record: Answers,
+    record: SharedAnswers,
     late: Option<LateAnswers>,
 }
 
 impl Late {
-    fn new(inner: Arc<Inner>, record: Answers) -> Late {
+    fn new(inner: Arc<Inner>, record: SharedAnswers) -> Late {
         Late {
             inner,
             running: None,
@@ -77,7 +77,7 @@ impl Late {
                 if answers.iter().any(|a| matches!(a, NodeAnswer::Pending)) {
                     self.running = Some(self.inner.track());
                 }
-                self.late = Some(self.record.begin(&answers));
+                self.late = Some(LateAnswers::begin(self.record.clone(), &answers));
                 Some(answers)
             }
             Progress::Late {

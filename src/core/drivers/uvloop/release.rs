@@ -34,7 +34,7 @@ pub fn fast_release(lock: &Lock) -> std::result::Result<FastRelease, Release> {
     let call = ops::release::call_for(state.kind, &state.keys, &state.token, CHANNEL_PREFIX, None);
     Ok(FastRelease {
         op: ops::release::Release::new(inner.nodes.len(), state.keys.len()),
-        late: Late::new(inner.clone(), state.answers.clone()),
+        late: Late::new(inner.clone(), state.clone()),
         inner: inner.clone(),
         state: state.clone(),
         packed: Script::of(call),

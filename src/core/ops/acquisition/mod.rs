@@ -58,13 +58,14 @@ use self::state::Phase;
 use super::gather::Answer;
 use crate::core::error::{LockError, NodeAnswer};
 use crate::core::model::keys::Keys;
+use crate::core::model::Token;
 use crate::core::time::ms_of;
 
 impl Acquisition {
     /// Starts at `now` with `token` (a fresh one per attempt on several nodes
     /// comes from `uuid`); `seed` seeds the jitter. The first attempt is
     /// ready to send.
-    pub fn new(plan: Plan, token: String, seed: u64, now: Instant) -> Acquisition {
+    pub fn new(plan: Plan, token: Token, seed: u64, now: Instant) -> Acquisition {
         let mut acq = Acquisition::waiting(plan, token, seed, now);
         acq.send_attempt(1, now);
         acq
@@ -76,7 +77,7 @@ impl Acquisition {
     /// (`retryDelay` + jitter, or, once notices are heard and retries are not
     /// counted, the lease plus jitter) ends. The wait ending first fails it as
     /// behind earlier callers.
-    pub fn behind(plan: Plan, token: String, seed: u64, now: Instant) -> Acquisition {
+    pub fn behind(plan: Plan, token: Token, seed: u64, now: Instant) -> Acquisition {
         let mut acq = Acquisition::in_turn(plan, token, seed, now);
         acq.handle_turn(true, now);
         acq
@@ -85,13 +86,13 @@ impl Acquisition {
     /// Starts at `now` before its turn: earlier callers of its client for the
     /// key go first, and it begins at [`handle_turn`](Self::handle_turn). The
     /// wait ending first fails it as behind earlier callers.
-    pub fn in_turn(plan: Plan, token: String, seed: u64, now: Instant) -> Acquisition {
+    pub fn in_turn(plan: Plan, token: Token, seed: u64, now: Instant) -> Acquisition {
         let mut acq = Acquisition::waiting(plan, token, seed, now);
         acq.phase = Phase::Turn;
         acq
     }
 
-    fn waiting(plan: Plan, token: String, seed: u64, now: Instant) -> Acquisition {
+    fn waiting(plan: Plan, token: Token, seed: u64, now: Instant) -> Acquisition {
         Acquisition {
             bounds: Bounds::of(&plan, now),
             plan,

@@ -10,7 +10,7 @@ use super::super::gather::Answer;
 use super::super::{permits, release};
 use crate::core::error::{LockError, NodeAnswer, NodeReport};
 use crate::core::model::keys::Keys;
-use crate::core::model::{self, line_keys, FairLease, Permits};
+use crate::core::model::{self, line_keys, FairLease, Permits, Token};
 use crate::core::ops::scripts::Call;
 use crate::core::quorum::NodeAnswers;
 use crate::core::time::ms_of;
@@ -65,7 +65,7 @@ impl Take {
     }
 
     /// A fresh token for an attempt (it names the permits it holds).
-    pub fn token(&self) -> String {
+    pub fn token(&self) -> Token {
         model::token(self.permits())
     }
 
@@ -290,7 +290,7 @@ pub enum Event {
 
 /// A won attempt, for the engine to register as a held lock.
 pub struct Won {
-    pub token: String,
+    pub token: Token,
     pub attempts: u32,
     /// When the winning attempt was sent: its validity is counted from here.
     pub started: Instant,

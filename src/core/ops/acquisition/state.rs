@@ -8,6 +8,7 @@ use rand::rngs::SmallRng;
 use super::decide::Bounds;
 use super::{Event, Outcome, Plan, Purpose, Transmit};
 use crate::core::error::LockError;
+use crate::core::model::Token;
 use crate::core::ops::acquire::Acquire;
 use crate::core::ops::permits::SlotReply;
 
@@ -54,7 +55,7 @@ pub(super) enum Phase {
 pub struct Acquisition {
     pub(super) plan: Plan,
     pub(super) bounds: Bounds,
-    pub(super) token: String,
+    pub(super) token: Token,
     pub(super) phase: Phase,
     pub(super) rng: SmallRng,
     /// In the order they go; mostly one at a time (one node), kept inline.

@@ -10,6 +10,7 @@ use super::failure::{attempt_failed, behind_earlier, timed_out, wait_passed};
 use super::state::{Acquisition, Flags, Phase};
 use super::{Event, Outcome, Purpose, Take, Transmit, Won};
 use crate::core::error::{LockError, NodeAnswer};
+use crate::core::model::Token;
 use crate::core::ops::acquire::{self, Acquire};
 use crate::core::ops::gather::Answer;
 use crate::core::ops::gather::Progress;
@@ -124,7 +125,7 @@ impl Acquisition {
                     let undo: Vec<bool> =
                         (0..sent.len()).map(|i| sent[i] && elsewhere[i]).collect();
                     self.queue_undo_but(n, &undo, member);
-                    member.clone()
+                    Token::from(member.as_str())
                 }
                 // Nothing still out: the machine is done with it.
                 _ if out == 0 => std::mem::take(&mut self.token),

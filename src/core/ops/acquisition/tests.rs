@@ -824,7 +824,8 @@ fn permits_are_taken_by_the_semaphore_script_and_undone_like_a_lock() {
     assert_eq!(second.len(), 3);
     let retry_token = a.token().to_string();
     assert_ne!(
-        retry_token, token,
+        retry_token.as_str(),
+        token.as_str(),
         "a fresh token per attempt on several nodes"
     );
     assert!(
@@ -840,7 +841,7 @@ fn permits_are_taken_by_the_semaphore_script_and_undone_like_a_lock() {
         );
     }
     let w = won(&mut a);
-    assert_eq!((w.attempts, w.fence, w.token), (2, 0, retry_token));
+    assert_eq!((w.attempts, w.fence, w.token), (2, 0, retry_token.into()));
 }
 
 fn plain(reply: R, pttl: i64) -> Answer {

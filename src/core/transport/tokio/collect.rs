@@ -7,7 +7,7 @@ use futures_util::future::BoxFuture;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use crate::core::error::NodeAnswer;
-use crate::core::model::{Answers, LateAnswers};
+use crate::core::model::{LateAnswers, SharedAnswers};
 use crate::core::ops::gather::{Gather, Progress};
 
 /// One node's call: its answer and what else the operation reads from it.
@@ -21,14 +21,14 @@ pub struct Collect<T> {
     gather: Gather<T>,
     rest: FuturesUnordered<Out<T>>,
     /// Where the answers are kept, late ones included.
-    record: Option<Answers>,
+    record: Option<SharedAnswers>,
     /// Once decided: where its late answers go.
     late: Option<LateAnswers>,
 }
 
 impl<T: Send + 'static> Collect<T> {
     /// Starts every call (they run as they are polled, side by side).
-    pub fn new(calls: Vec<Call<T>>, record: Option<Answers>) -> Collect<T> {
+    pub fn new(calls: Vec<Call<T>>, record: Option<SharedAnswers>) -> Collect<T> {
         let gather = Gather::new(calls.len());
         let rest = calls
             .into_iter()
@@ -51,7 +51,7 @@ impl<T: Send + 'static> Collect<T> {
                 .gather
                 .offer(i, answer, extra, |g| g.all_in() || decided(g));
             if let Progress::Decided(answers) = progress {
-                self.late = self.record.as_ref().map(|r| r.begin(&answers));
+                self.late = self.record.clone().map(|r| LateAnswers::begin(r, &answers));
                 return answers.into_vec();
             }
         }
@@ -164,7 +164,7 @@ mod tests {
 
     #[tokio::test]
     async fn late_answers_reach_the_record_and_their_faults_are_heard() {
-        let record = Answers::default();
+        let record = std::sync::Arc::new(crate::core::model::Answers::default());
         let mut c = Collect::new(
             vec![
                 now(NodeAnswer::Ok, ()),
