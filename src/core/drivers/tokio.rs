@@ -284,12 +284,11 @@ impl Driver {
             Outcome::Failed(e) => return Err(e),
             Outcome::Won(won) => won,
         };
-        let keys = self.acq.won_keys();
         let inner = self.inner.clone();
         let replicas = self
             .replicas
             .and_then(|(n, acked)| acked.filter(|_| n == won.attempts));
-        let (lock, late) = register(&inner, keys, won, &request, replicas);
+        let (lock, late) = register(&inner, won, &request, replicas);
         if !self.acq.all_answered() {
             self.late_answers(late);
         }

@@ -152,7 +152,7 @@ fn place_ms(spec: &AcquireSpec) -> u64 {
 // and its place in the watchdog; a lock registered as `close()` ran is
 // given back.
 
-/// A won attempt becomes a held lock of `request` on `keys`, renewed by the
+/// A won attempt becomes a held lock of `request` on its keys, renewed by the
 /// watchdog (which this starts, so it runs within the runtime), or
 /// `ERR_LOCK_CLOSED` if the client was closed meanwhile (it is given back);
 /// `replicas`: how many acknowledged it (`waitReplicas`). The late answers
@@ -160,7 +160,6 @@ fn place_ms(spec: &AcquireSpec) -> u64 {
 /// [`LateAnswers`].
 pub(crate) fn register(
     inner: &Arc<Inner>,
-    keys: Keys,
     won: MachineWon,
     request: &Request,
     replicas: Option<u32>,
@@ -170,7 +169,7 @@ pub(crate) fn register(
     let drift = spec.drift;
     let state = Arc::new(LockState::new(NewLock {
         id: crate::core::engine::lock_state::new_id(),
-        keys,
+        keys: won.keys,
         prefix_len: inner.cfg.key_prefix.len(),
         token: won.token,
         kind: LockKind::of(request.permits),

@@ -203,12 +203,6 @@ impl PartialEq<&str> for Token {
     }
 }
 
-impl PartialEq<String> for Token {
-    fn eq(&self, other: &String) -> bool {
-        self.as_str() == other
-    }
-}
-
 /// No token yet (nothing allocated).
 impl Default for Token {
     fn default() -> Token {

@@ -358,8 +358,7 @@ impl FastAcquire {
                 if !self.acq.all_answered() {
                     self.running = Some(self.inner.track());
                 }
-                let keys = self.acq.won_keys();
-                let (lock, late) = register(&self.inner, keys, won, &request, None);
+                let (lock, late) = register(&self.inner, won, &request, None);
                 self.late = Some(late);
                 match lock {
                     Ok(lock) => Step::Won(lock),

@@ -184,14 +184,12 @@ impl Acquisition {
         matches!(self.phase, Phase::Pause { woken: false, .. })
     }
 
-    /// The keys of the lock it won (asked once its outcome was won): moved
-    /// out once no node's answer is still owed (the machine is done with
-    /// them), else a copy.
-    pub fn won_keys(&mut self) -> Keys {
-        if self.is_done() && self.all_answered() {
-            std::mem::replace(&mut self.plan.keys, Keys::Many(Vec::new()))
-        } else {
-            self.plan.keys.clone()
+    /// The keys, for the lock it won: moved out when nothing is still out
+    /// (the machine is done with them), else a copy.
+    pub(super) fn won_keys(&mut self, out: usize) -> Keys {
+        match out {
+            0 => std::mem::replace(&mut self.plan.keys, Keys::Many(Vec::new())),
+            _ => self.plan.keys.clone(),
         }
     }
 
@@ -403,6 +401,7 @@ impl Acquisition {
                 self.events.push_back(Event::Woken);
                 let answers = [NodeAnswer::Ok].into_iter().collect();
                 self.outcome = Some(Outcome::Won(Won {
+                    keys: self.won_keys(0),
                     token: self.token.clone(),
                     attempts: n,
                     started: since,

@@ -290,6 +290,8 @@ pub enum Event {
 
 /// A won attempt, for the engine to register as a held lock.
 pub struct Won {
+    /// The keys as stored.
+    pub keys: Keys,
     pub token: Token,
     pub attempts: u32,
     /// When the winning attempt was sent: its validity is counted from here.

@@ -132,6 +132,7 @@ impl Acquisition {
                 _ => self.token.clone(),
             };
             self.outcome = Some(Outcome::Won(Won {
+                keys: self.won_keys(out),
                 token,
                 attempts: n,
                 started,
