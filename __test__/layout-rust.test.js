@@ -161,6 +161,48 @@ test('the model, quorum and ops hold no runtime: no tokio, no await, no clock re
   assert.deepEqual(found, [])
 })
 
+/** Every .rs file of src/ apart from test modules, each with its text before an inline `#[cfg(test)] mod`. */
+function nonTestSources() {
+  const src = path.join(__dirname, '..', 'src')
+  const walk = (dir) =>
+    fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+      const full = path.join(dir, e.name)
+      if (e.isDirectory()) return walk(full)
+      return e.name.endsWith('.rs') && !/^(\w+_)?tests?(_\w+)?\.rs$/.test(e.name) ? [full] : []
+    })
+  return walk(src).map((full) => {
+    const text = fs.readFileSync(full, 'utf8')
+    const cut = text.search(/^#\[cfg\((?:all\()?test\b[^\n]*\]\s*(?:#\[path[^\n]*\]\s*)?(?:pub(?:\([\w:]+\))?\s+)?mod \w+/m)
+    return { file: path.relative(path.join(src, '..'), full), text: cut === -1 ? text : text.slice(0, cut) }
+  })
+}
+
+/** A file of src/ reads in one sitting: its unit tests apart, about 400 lines at most. */
+const MAX_RUST_LINES = 410
+
+test(`no file of src/ is over ${MAX_RUST_LINES} lines, its unit tests apart`, () => {
+  const files = nonTestSources()
+  assert.ok(files.length > 50, 'src/ is read')
+  const long = files
+    .map(({ file, text }) => ({ file, lines: text.split('\n').length - 1 }))
+    .filter((f) => f.lines > MAX_RUST_LINES)
+  assert.deepEqual(long, [])
+})
+
+test("no type's impl blocks are spread over more than two files", () => {
+  const files = new Map()
+  for (const { file, text } of nonTestSources()) {
+    for (const m of code(text).matchAll(/^impl(?:<[^>{]*>)?\s+(?:[^{]+?\s+for\s+)?([A-Za-z_][\w:]*)/gm)) {
+      const type = m[1].split('::').pop()
+      if (!files.has(type)) files.set(type, new Set())
+      files.get(type).add(file)
+    }
+  }
+  assert.ok(files.has('Wire') && files.has('Client'), 'impl blocks are found')
+  const spread = [...files].filter(([, f]) => f.size > 2).map(([type, f]) => `${type}: ${[...f].sort().join(', ')}`)
+  assert.deepEqual(spread, [])
+})
+
 test('the cycle check finds a cycle when there is one', () => {
   const graph = new Map([['a', new Set(['b'])], ['b', new Set(['c'])], ['c', new Set(['a'])]])
   assert.deepEqual(findCycle(graph), ['a', 'b', 'c', 'a'])

@@ -10,6 +10,7 @@ mod errors;
 mod events;
 mod lifetime;
 mod lock;
+mod lock_view;
 mod options;
 mod settle;
 mod stored;
@@ -19,9 +20,11 @@ pub use cancel::CancelHandle;
 pub use client::NativeClient;
 pub use events::{LockErrorInfo, NodeReport};
 pub use lock::{
-    extend_lock, forget_lock, forget_locks, hand_over_lock, lock_attempts, lock_ended, lock_ending,
-    lock_fence, lock_held, lock_key, lock_keys, lock_loss, lock_nodes, lock_remaining,
-    lock_replicas, lock_status, lock_token, lock_ttl, lock_view, release_lock, HandOverInfo,
+    extend_lock, forget_lock, forget_locks, hand_over_lock, release_lock, HandOverInfo,
+};
+pub use lock_view::{
+    lock_attempts, lock_ended, lock_ending, lock_fence, lock_held, lock_key, lock_keys, lock_loss,
+    lock_nodes, lock_remaining, lock_replicas, lock_status, lock_token, lock_ttl, lock_view,
     LockView,
 };
 pub use options::{

@@ -2,10 +2,9 @@
 //! its first attempt to its outcome: the promise, the machine
 //! (`core::drivers::uvloop::FastAcquire`), its commands on the node's connections, its
 //! alarm on the reactor's timer, and the wakes other threads queue for it
-//! (its turn, a release notice).
+//! (its turn, a release notice; while it waits, [`waiting`] holds it).
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,85 +16,16 @@ use smallvec::SmallVec;
 use super::clients::{key_of, lookup, Found, Opened};
 use super::conn::Conn;
 use super::reactor::Reactor;
+use super::waiting;
 use crate::binding::cancel::CancelHandle;
 use crate::binding::errors::to_napi;
-use crate::binding::lock::{ById, Taken};
+use crate::binding::lock::Taken;
 use crate::binding::settle::{self, finish, Deferred};
 use crate::core::drivers::uvloop;
 use crate::core::error::NodeAnswer;
 use crate::core::ops::acquisition::Purpose;
 use crate::core::transport::uvloop as transport;
 use crate::core::{self as core, Request};
-
-/// This thread's acquisitions waiting, by id.
-type Waiting = HashMap<u64, Rc<Driving>, ById>;
-
-thread_local! {
-    /// This thread's acquisitions not settled yet, by id: a wake from another
-    /// thread finds its acquisition here, and this holds it while it waits
-    /// for its turn with nothing else to (no reply owed, no alarm set).
-    static WAITING: RefCell<(u64, Waiting)> = RefCell::default();
-}
-
-/// The environment of client `client` ends: its acquisitions go, unsettled.
-pub(super) fn forget_of(client: usize) {
-    let gone: Vec<Rc<Driving>> = WAITING
-        .try_with(|w| {
-            let mut w = w.borrow_mut();
-            let ids: Vec<u64> =
-                w.1.iter()
-                    .filter(|(_, d)| d.client == client)
-                    .map(|(id, _)| *id)
-                    .collect();
-            ids.iter().filter_map(|id| w.1.remove(id)).collect()
-        })
-        .unwrap_or_default();
-    for d in &gone {
-        d.forget();
-    }
-}
-
-/// The environment ends: the acquisitions still waiting go, unsettled.
-pub(super) fn forget_all() {
-    let all = WAITING
-        .try_with(|w| std::mem::take(&mut w.borrow_mut().1))
-        .unwrap_or_default();
-    for d in all.values() {
-        d.forget();
-    }
-}
-
-/// The client `client` closes: its acquisitions on this thread end at once.
-pub(super) fn closing(client: usize) {
-    let driving: Vec<Rc<Driving>> = WAITING
-        .try_with(|w| {
-            w.borrow()
-                .1
-                .values()
-                .filter(|d| d.client == client)
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default();
-    for d in driving {
-        d.close_asked.set(true);
-        d.turn();
-    }
-}
-
-/// Gives the acquisition `id` of this thread its turn: its place was woken.
-fn woken(id: u64) {
-    let driving = WAITING
-        .try_with(|w| w.borrow().1.get(&id).cloned())
-        .ok()
-        .flatten();
-    if let Some(d) = driving {
-        within_runtime_if_available(|| {
-            d.notice_asked.set(true);
-            d.turn();
-        });
-    }
-}
 
 /// An acquisition driven on the JS thread; the request back when
 /// this driver does not take it (by value: moved, not boxed on every call
@@ -195,11 +125,11 @@ pub fn acquire<'env>(
 /// An acquisition on the JS thread: the machine, the replies that came while
 /// it was busy (a command answered as it is sent), and the caller's promise.
 /// While it pauses, its alarm holds it (and keeps the loop alive).
-struct Driving {
-    /// Its entry in [`WAITING`], once it waits.
+pub(super) struct Driving {
+    /// Its entry in [`waiting`], once it waits.
     id: Cell<Option<u64>>,
     /// Its client ([`key_of`]).
-    client: usize,
+    pub(super) client: usize,
     op: RefCell<uvloop::FastAcquire>,
     inbox: RefCell<SmallVec<[(usize, Purpose, uvloop::Reply); 1]>>,
     /// Each node's connection, as of its last command (a broken one is
@@ -213,9 +143,9 @@ struct Driving {
     /// The caller cancelled: the machine hears it at its next turn.
     cancel_asked: Cell<bool>,
     /// Its client closes: the machine hears it at its next turn.
-    close_asked: Cell<bool>,
+    pub(super) close_asked: Cell<bool>,
     /// Its place in the key's line was woken: the machine hears it at its next turn.
-    notice_asked: Cell<bool>,
+    pub(super) notice_asked: Cell<bool>,
     /// Its connections still being opened: at 0 the machine hears they are.
     opening: Cell<usize>,
     /// Its alarm set for this instant went off: the machine hears the time at its next turn.
@@ -354,7 +284,7 @@ impl Driving {
 
     /// Nothing may call into JS any more: its promise is never settled, its
     /// alarm is dropped (a reply still owed finds no promise).
-    fn forget(&self) {
+    pub(super) fn forget(&self) {
         let _never_settled = self.deferred.take();
         if let Some(key) = self.alarm.take() {
             self.reactor.disarm(key);
@@ -362,7 +292,7 @@ impl Driving {
     }
 
     /// It waits (for its turn, in the key's line, or in a pause): it is
-    /// entered in [`WAITING`], where a wake queued from another thread, or
+    /// entered in [`waiting`], where a wake queued from another thread, or
     /// its client's `close()`, finds it, and its machine gets its waker.
     fn enter_waiting(self: &Rc<Self>) {
         let Ok(mut op) = self.op.try_borrow_mut() else {
@@ -371,22 +301,15 @@ impl Driving {
         if !op.wants_waker() {
             return;
         }
-        let id = WAITING
-            .try_with(|w| {
-                let mut w = w.borrow_mut();
-                w.0 += 1;
-                let id = w.0;
-                w.1.insert(id, self.clone());
-                id
-            })
-            .ok();
-        let Some(id) = id else { return };
+        let Some(id) = waiting::enter(self) else {
+            return;
+        };
         self.id.set(Some(id));
         let queue = self.reactor.queue.clone();
-        op.wake_with(Arc::new(move || queue.run(move |_| woken(id))));
+        op.wake_with(Arc::new(move || queue.run(move |_| waiting::woken(id))));
     }
 
-    /// After its turn: entered in [`WAITING`] if it now waits, and the
+    /// After its turn: entered in [`waiting`] if it now waits, and the
     /// reactor's alarm armed at the instant the machine names (a pause's
     /// end, its wait ending mid-attempt), or disarmed once
     /// there is none.
@@ -423,7 +346,7 @@ impl Driving {
     }
 
     /// Its turn: the machine hears what was asked of it, then its alarm is set anew.
-    fn turn(self: &Rc<Self>) {
+    pub(super) fn turn(self: &Rc<Self>) {
         self.pump();
         self.rearm();
     }
@@ -438,8 +361,7 @@ impl Driving {
         };
         // Settled: nothing will wake it any more (whoever called holds it still).
         if let Some(id) = self.id.take() {
-            let gone = WAITING.try_with(|w| w.borrow_mut().1.remove(&id));
-            drop(gone);
+            drop(waiting::leave(id));
         }
         let env = self.env;
         match step {

@@ -11,10 +11,11 @@ use redis::ConnectionInfo;
 use smallvec::SmallVec;
 
 use super::conn::Conn;
-use super::reactor::{current, reactor, Reactor, REACTOR};
+use super::reactor::{current, Reactor, REACTOR};
+use super::setup::reactor;
 use crate::binding::options::PACKED_LEN;
 use crate::core::drivers::uvloop;
-use crate::core::ops::scripts::Server;
+use crate::core::ops::script_free::Server;
 use crate::core::transport::uvloop as transport;
 use crate::core::{self as core};
 
@@ -284,20 +285,20 @@ pub fn forget(client: &core::Client) {
 /// Its environment ends: no more fast operations, and its acquisitions on
 /// this thread go unsettled (nothing may call into JS any more).
 pub fn abandon(client: &core::Client) {
-    super::acquire::forget_of(key_of(client));
+    super::waiting::forget_of(key_of(client));
     forget(client);
 }
 
 /// `close()` was called: the client's acquisitions on this thread end at once.
 pub fn stop_acquiring(client: &core::Client) {
-    super::acquire::closing(key_of(client));
+    super::waiting::closing(key_of(client));
 }
 
 /// The client closes: no more fast operations.
 pub fn retire(client: &core::Client) {
     let key = key_of(client);
     // Its acquisitions end first: an attempt in flight is undone on its connections.
-    super::acquire::closing(key);
+    super::waiting::closing(key);
     let Some(fast) = take(key) else { return };
     // What still waits for a connection being opened (a release, an extend)
     // is answered: the node is unreachable now.

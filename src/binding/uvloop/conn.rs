@@ -6,12 +6,13 @@ use std::ffi::{c_int, c_void};
 use std::rc::Rc;
 use std::time::Instant;
 
-use super::reactor::{closed, deliver, done_list, opened, Reactor, REACTOR};
+use super::reactor::{deliver, done_list, Reactor, REACTOR};
+use super::setup::{closed, opened};
 use super::uv::{self, Handle, Uv};
 use crate::core::drivers::uvloop;
 use crate::core::error::NodeAnswer;
 use crate::core::memory::Peak;
-use crate::core::ops::scripts::Server;
+use crate::core::ops::script_free::Server;
 use crate::core::transport::uvloop::{self as transport, Done, OnReply, Wire};
 
 /// Replies a fast connection may owe before new acquisitions take the tokio

@@ -7,9 +7,10 @@
 //! finding none takes the tokio path. State is per JS thread (workers have
 //! their own loops).
 //!
-//! `reactor` holds a thread's loop, deadline timer and teardown, `conn` one
+//! `reactor` holds a thread's loop and deadline timer, `setup` makes it and
+//! tears it down, `conn` one
 //! connection's poll handle, `clients` each client's connections, `acquire` an
-//! acquisition's promise and its wakes, `ops` release's and extend's
+//! acquisition's promise and its wakes, `waiting` the acquisitions that wait, `ops` release's and extend's
 //! promises (the operations themselves are `core::drivers::uvloop`'s), and
 //! `runtime` tells Node's own loop from the runtimes that only mimic it.
 
@@ -28,7 +29,11 @@ mod reactor;
 #[cfg(unix)]
 mod runtime;
 #[cfg(unix)]
+mod setup;
+#[cfg(unix)]
 mod uv;
+#[cfg(unix)]
+mod waiting;
 
 #[cfg(unix)]
 pub use acquire::acquire;

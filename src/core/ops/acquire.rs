@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use super::gather::{unexpected, Answer, Reply};
 use super::gather::{Gather, Progress};
 use crate::core::error::NodeAnswer;
-use crate::core::ops::scripts::{self, Call};
+use crate::core::ops::call::Call;
+use crate::core::ops::scripts;
 use crate::core::quorum::{self, Acquired, Tally};
 
 /// The acquire script for the lock `keys` and their fence counters

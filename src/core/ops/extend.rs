@@ -8,7 +8,8 @@ use super::gather::{counted, Answer, Reply};
 use super::gather::{Gather, Progress};
 use crate::core::error::NodeAnswer;
 use crate::core::model::LockKind;
-use crate::core::ops::scripts::{self, Call};
+use crate::core::ops::call::Call;
+use crate::core::ops::scripts;
 use crate::core::quorum::{self, Renewed, Tally};
 use crate::core::time::later;
 

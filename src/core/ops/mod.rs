@@ -1,5 +1,5 @@
 //! The lock operations, each written once as a sans-I/O step: what to send
-//! (a [`Call`](crate::core::ops::scripts::Call) of a script, which both transports
+//! (a [`Call`](crate::core::ops::call::Call) of a script, which both transports
 //! write), the replies in, one node's [`Reply`] at a time, and the outcome
 //! once decided. No sockets, no tasks, no clock: the time an outcome depends
 //! on (`now`) is an argument.
@@ -15,17 +15,20 @@
 //! `acquisition` a whole acquisition of any kind of lock, attempts, undos
 //! and waits, as one machine; `gather` holds an operation's answers so far
 //! and hands back those that come after its outcome (the driver records
-//! them with the lock); `scripts` embeds every Lua script once.
+//! them with the lock); `scripts` embeds every Lua script once, `call` packs a call of one, and
+//! `script_free` what a server with the commands for it takes instead.
 //! `transport/agree_tests.rs` feeds both transports the same replies and
 //! checks that every operation comes to the same outcome.
 
 pub mod acquire;
 pub mod acquisition;
+pub mod call;
 pub mod extend;
 pub mod gather;
 pub mod permits;
 pub mod release;
 pub mod renew;
+pub mod script_free;
 pub mod scripts;
 
 pub use gather::{Answer, Gather, Progress, Reply};

@@ -6,7 +6,8 @@ use crate::core::broken;
 use crate::core::error::NodeAnswer;
 use crate::core::model::keys;
 use crate::core::model::{line_keys, FairLease, Permits, PermitsLease};
-use crate::core::ops::scripts::{self, Call};
+use crate::core::ops::call::Call;
+use crate::core::ops::scripts;
 
 /// The semaphore's acquire script for `lease`: `p.permits` of `p.limit`
 /// (a read-write lock's reader or writer by `p.kind`).

@@ -5,7 +5,8 @@ use std::ops::Range;
 
 use super::gather::{unexpected, Answer, Reply};
 use crate::core::error::NodeAnswer;
-use crate::core::ops::scripts::{self, Call};
+use crate::core::ops::call::Call;
+use crate::core::ops::scripts;
 
 /// Most keys one renewal script touches: Redis runs a script without
 /// interruption, so a larger batch is cut into several calls (pipelined).

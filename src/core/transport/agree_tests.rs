@@ -660,7 +660,7 @@ fn gather_at_quorum_counts_every_node() {
 #[test]
 fn the_fast_eval_on_noscript_is_the_eval_redis_rs_packs() {
     let call = extend::call(LockKind::Plain, &["k".to_string()], "t", 30);
-    let script = crate::core::transport::uvloop::resp::Script::packed(&call);
+    let script = crate::core::transport::uvloop::owed::Script::packed(&call);
     assert_eq!(script.evalsha(), call.cmd(false).get_packed_command());
     assert_eq!(script.eval(), Some(call.cmd(true).get_packed_command()));
 }
@@ -752,7 +752,7 @@ fn a_noscript_server_error_value_is_noscript_on_tokio_too() {
 fn a_call_knows_its_scripts_source() {
     let call = release::call(&["k".to_string()], "t", "");
     assert_eq!(call.source(), Some(scripts::source::RELEASE));
-    let other = scripts::Call::new(&scripts::FAIR_LEAVE);
+    let other = crate::core::ops::call::Call::new(&scripts::FAIR_LEAVE);
     assert_eq!(other.source(), Some(scripts::source::FAIR_LEAVE));
 }
 
@@ -768,7 +768,7 @@ fn a_call_as_another_scripts_eval_keeps_its_keys_and_args() {
 #[test]
 fn a_script_without_source_has_no_eval_to_recover_with() {
     let script =
-        crate::core::transport::uvloop::resp::Script::new(b"*1\r\n$4\r\nPING\r\n".to_vec(), "");
+        crate::core::transport::uvloop::owed::Script::new(b"*1\r\n$4\r\nPING\r\n".to_vec(), "");
     assert_eq!(script.eval(), None);
 }
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Packed, Reply};
-use crate::core::transport::uvloop::resp::Script;
+use crate::core::transport::uvloop::owed::Script;
 use tokio::runtime::Handle;
 
 use crate::core::engine::acquire::{

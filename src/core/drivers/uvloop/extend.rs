@@ -12,7 +12,7 @@ use crate::core::engine::renew;
 use crate::core::error::Result;
 use crate::core::ops;
 use crate::core::time::ms_of;
-use crate::core::transport::uvloop::resp::Script;
+use crate::core::transport::uvloop::owed::Script;
 
 /// A manual extension on every node, its answers so far.
 pub struct FastExtend {

@@ -20,7 +20,7 @@ use crate::core::error::NodeAnswer;
 use crate::core::model::{LateAnswers, SharedAnswers};
 use crate::core::ops::Progress;
 use crate::core::quorum::NodeAnswers;
-pub use crate::core::transport::uvloop::resp::Packed;
+pub use crate::core::transport::uvloop::owed::Packed;
 
 pub(crate) use acquire::fast_acquire;
 pub use acquire::{FastAcquire, Send, Sends, Step};

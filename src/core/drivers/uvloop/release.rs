@@ -12,7 +12,7 @@ use crate::core::engine::lock_state::LockState;
 use crate::core::error::Result;
 use crate::core::model::keys::CHANNEL_PREFIX;
 use crate::core::ops;
-use crate::core::transport::uvloop::resp::Script;
+use crate::core::transport::uvloop::owed::Script;
 
 /// A release on every node, its answers so far.
 pub struct FastRelease {

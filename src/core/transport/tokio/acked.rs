@@ -10,7 +10,7 @@ use super::renewals::extend_on;
 use super::reply::{bounded, fault};
 use super::{Connection, Node, Renewal, Target};
 use crate::core::error::NodeAnswer;
-use crate::core::ops::scripts::Call;
+use crate::core::ops::call::Call;
 use crate::core::ops::Answer;
 
 /// How many acquisitions or extensions may wait for replicas at once, per node.

@@ -27,7 +27,8 @@ use crate::core::broken;
 use crate::core::error::NodeAnswer;
 use crate::core::model::keys::CHANNEL_PREFIX;
 use crate::core::model::{line_keys, LockKind};
-use crate::core::ops::scripts::{self, Call};
+use crate::core::ops::call::Call;
+use crate::core::ops::scripts;
 use crate::core::ops::{self, renew::Renewal, Answer, Reply};
 
 impl Node {

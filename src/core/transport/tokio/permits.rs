@@ -15,7 +15,7 @@ pub(super) async fn permit_holders(
     timeout: Duration,
 ) -> Result<Vec<String>, NodeAnswer> {
     let mut con = node.connection_within(timeout).await?;
-    let mut invocation = scripts::Call::new(&scripts::SEM_COUNT);
+    let mut invocation = crate::core::ops::call::Call::new(&scripts::SEM_COUNT);
     invocation.key(key);
     invocation.arg("members");
     node.invoke::<Vec<String>>(&mut con, &invocation, timeout)
@@ -29,7 +29,7 @@ pub(super) async fn count_permits(
     timeout: Duration,
 ) -> Result<(u32, u32), NodeAnswer> {
     let mut con = node.connection_within(timeout).await?;
-    let mut invocation = scripts::Call::new(&scripts::SEM_COUNT);
+    let mut invocation = crate::core::ops::call::Call::new(&scripts::SEM_COUNT);
     invocation.key(key);
     node.invoke::<(u32, u32)>(&mut con, &invocation, timeout)
         .await

@@ -1,29 +1,10 @@
-//! RESP2 on the JS thread's connections: a script call packed once as
-//! EVALSHA ([`Script`], with the EVAL sent on NOSCRIPT), and the bytes of a
-//! reply parsed into the operations' [`Reply`], one whole reply at a time
-//! (these connections speak RESP2 only).
+//! RESP2 on the JS thread's connections: the bytes of a reply parsed into
+//! the operations' [`Reply`], one whole reply at a time (these connections
+//! speak RESP2 only). What a command goes out as is in [`owed`](super::owed).
 
 use bytes::{Buf, BytesMut};
 
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
-
-use crate::core::ops::scripts::{Call, ScriptFree, Server};
 use crate::core::ops::Reply;
-
-/// What the servers this process's connections reached have of
-/// [`Server`]'s commands (a bit each): a call is packed without its script
-/// as well only once some connection could take that form.
-static SEEN: AtomicU8 = AtomicU8::new(0);
-
-fn bits(server: Server) -> u8 {
-    u8::from(server.del_if_eq) | (u8::from(server.set_if_eq) << 1)
-}
-
-/// A connection reached a server with `server`'s commands.
-pub fn seen(server: Server) {
-    SEEN.fetch_or(bits(server), Ordering::Relaxed);
-}
 
 /// Nesting beyond this is not a reply of ours: the connection is out of step.
 const MAX_DEPTH: usize = 16;
@@ -101,125 +82,6 @@ fn number(line: &[u8]) -> Result<i64, String> {
         .ok()
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| format!("not a number: {:?}", String::from_utf8_lossy(line)))
-}
-
-/// A script call packed once as EVALSHA, shared by every node it goes to;
-/// the EVAL sent on NOSCRIPT is built from it only then.
-pub type Packed = Arc<Script>;
-
-/// A script call (EVALSHA, packed once and shared by every node it goes
-/// to) and the script's source, for the EVAL sent if a node answers NOSCRIPT;
-/// or a plain take's SET (no source), followed by a PTTL when answered nil.
-pub struct Script {
-    pub(super) evalsha: Vec<u8>,
-    pub(super) source: &'static str,
-    /// A plain take's SET: answered nil, `PTTL key` goes after it, its
-    /// reply handed on with the nil as one array ([`Script::on_nil`]).
-    pub(super) take: bool,
-    /// The same call without its script, for a connection whose server has
-    /// the commands (see [`Call::script_free`]).
-    pub(super) free: Option<ScriptFree>,
-}
-
-/// What every EVALSHA packed by redis-rs starts with after its `*N\r\n`.
-const EVALSHA_HEAD: usize = "$7\r\nEVALSHA\r\n$40\r\n".len() + 40 + 2;
-
-impl Script {
-    pub fn new(evalsha: Vec<u8>, source: &'static str) -> Script {
-        Script {
-            evalsha,
-            source,
-            take: false,
-            free: None,
-        }
-    }
-
-    /// `call` packed as EVALSHA (or its plain commands), shared by every
-    /// node it goes to (every script of `scripts` has its source; one
-    /// without would have no EVAL to recover from NOSCRIPT with).
-    pub fn packed(call: &Call<'_>) -> Packed {
-        Script::of(call.clone())
-    }
-
-    /// [`Script::packed`], the call's own buffer becoming its bytes.
-    pub fn of(call: Call<'_>) -> Packed {
-        let source = call.source().unwrap_or("");
-        let take = call.is_plain();
-        let free = match SEEN.load(Ordering::Relaxed) {
-            0 => None,
-            seen => call.script_free().filter(|f| bits(f.needs) & seen != 0),
-        };
-        Arc::new(Script {
-            evalsha: call.into_packed(),
-            source,
-            take,
-            free,
-        })
-    }
-    pub fn evalsha(&self) -> &[u8] {
-        &self.evalsha
-    }
-
-    /// A plain take's `PTTL key` ([`Call::on_nil`]), built from its SET's
-    /// key (made only when the SET found the key taken).
-    pub fn on_nil(&self) -> Option<Vec<u8>> {
-        const SET: &[u8] = b"*6\r\n$3\r\nSET\r\n";
-        let rest = self.evalsha.strip_prefix(SET).filter(|_| self.take)?;
-        let line = rest.windows(2).position(|w| w == b"\r\n")?;
-        let len: usize = std::str::from_utf8(rest.get(1..line)?).ok()?.parse().ok()?;
-        let key = rest.get(..line + 2 + len + 2)?;
-        let mut out = Vec::with_capacity(16 + key.len());
-        out.extend_from_slice(b"*2\r\n$4\r\nPTTL\r\n");
-        out.extend_from_slice(key);
-        Some(out)
-    }
-
-    /// The same call as EVAL with the source (built only when needed); none
-    /// without a source.
-    pub(crate) fn eval(&self) -> Option<Vec<u8>> {
-        if self.source.is_empty() {
-            return None;
-        }
-        let count_end = self.evalsha.windows(2).position(|w| w == b"\r\n")? + 2;
-        let rest = self.evalsha.get(count_end + EVALSHA_HEAD..)?;
-        if !self.evalsha[count_end..].starts_with(b"$7\r\nEVALSHA\r\n") {
-            return None;
-        }
-        let mut eval = Vec::with_capacity(self.source.len() + self.evalsha.len());
-        eval.extend_from_slice(&self.evalsha[..count_end]);
-        eval.extend_from_slice(b"$4\r\nEVAL\r\n");
-        eval.extend_from_slice(format!("${}\r\n", self.source.len()).as_bytes());
-        eval.extend_from_slice(self.source.as_bytes());
-        eval.extend_from_slice(b"\r\n");
-        eval.extend_from_slice(rest);
-        Some(eval)
-    }
-}
-
-/// The scripts a connection sent again as EVAL after a NOSCRIPT, each with
-/// the first call sent after that EVAL (one script body per flush: the
-/// calls sent before it still go as EVALSHA once it is loaded).
-#[derive(Default)]
-pub struct Reloads(Vec<(&'static str, u64)>);
-
-impl Reloads {
-    /// What to send again for `script`, whose call `seq` was answered
-    /// NOSCRIPT; `next` the sequence number it goes out with.
-    pub fn resend(&mut self, script: &Script, seq: u64, next: u64) -> Option<Vec<u8>> {
-        let source = script.source;
-        let at = self.0.iter().position(|(s, _)| std::ptr::eq(*s, source));
-        if let Some(i) = at {
-            if self.0[i].1 > seq {
-                return Some(script.evalsha.clone());
-            }
-        }
-        let eval = script.eval()?;
-        match at {
-            Some(i) => self.0[i].1 = next,
-            None => self.0.push((source, next)),
-        }
-        Some(eval)
-    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,8 @@ use bytes::BytesMut;
 use redis::{ConnectionAddr, ConnectionInfo};
 
 use super::resp;
-use crate::core::ops::scripts::{source, Server};
+use crate::core::ops::script_free::Server;
+use crate::core::ops::scripts::source;
 use crate::core::ops::Reply;
 
 /// A connected socket.
@@ -35,6 +36,36 @@ impl Socket {
             Socket::Tcp(s) => s.read(buf),
             #[cfg(unix)]
             Socket::Unix(s) => s.read(buf),
+        }
+    }
+
+    /// Reads what the socket holds onto `inb`, until it would block or a
+    /// read comes back short (it took all there was: what arrives later
+    /// wakes the level-triggered poll again, so asking once more would only
+    /// cost a call that finds nothing). Why the connection ended, if it did.
+    pub(super) fn read_all(&mut self, inb: &mut BytesMut) -> Result<(), String> {
+        loop {
+            inb.reserve(4096);
+            let spare = inb.spare_capacity_mut();
+            // SAFETY: reading into uninitialised bytes is fine for a socket read,
+            // and only the `n` bytes it reports are marked as filled.
+            let buf = unsafe {
+                std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<u8>(), spare.len())
+            };
+            match self.read(buf) {
+                Ok(0) => return Err("the connection was closed by the server".to_string()),
+                Ok(n) => {
+                    let short = n < buf.len();
+                    // SAFETY: the read filled these `n` bytes.
+                    unsafe { inb.set_len(inb.len() + n) };
+                    if short {
+                        return Ok(());
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => return Err(e.to_string()),
+            }
         }
     }
 

@@ -7,74 +7,18 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::rc::Rc;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::BytesMut;
 
-use super::resp::{self, Reloads, Script};
+use super::owed::{self, deadline, Again, Done, OnReply, Packed, Pending, Reloads};
+use super::resp;
 use super::socket::Socket;
 use crate::core::error::NodeAnswer;
 use crate::core::memory::Peak;
-use crate::core::ops::scripts::Server;
-use crate::core::ops::{Answer, Reply};
+use crate::core::ops::script_free::Server;
+use crate::core::ops::Reply;
 use crate::core::time::later;
-
-/// Runs once with the reply of the command it was sent with (or the node's
-/// fault): a closure of its own, or a receiver that its commands share, told
-/// which of them it is (no allocation per command).
-pub enum OnReply {
-    Once(Box<dyn FnOnce(Answer)>),
-    To(Rc<dyn Replies>, u64),
-}
-
-/// What takes the replies of several commands ([`OnReply::To`]); `tag` is
-/// what it named the command by.
-pub trait Replies {
-    fn reply(self: Rc<Self>, tag: u64, answer: Answer);
-}
-
-impl OnReply {
-    pub fn new(f: impl FnOnce(Answer) + 'static) -> OnReply {
-        OnReply::Once(Box::new(f))
-    }
-
-    /// Hands `answer` on.
-    pub fn call(self, answer: Answer) {
-        match self {
-            OnReply::Once(f) => f(answer),
-            OnReply::To(to, tag) => to.reply(tag, answer),
-        }
-    }
-}
-/// Replies to hand out once the connection is no longer borrowed.
-pub type Done = Vec<(OnReply, Answer)>;
-
-/// A command sent, its reply not yet read.
-struct Pending {
-    /// Once it is written: by when its reply must come (its `bound` from
-    /// the write). Before that, it is bounded by the socket taking bytes.
-    deadline: Instant,
-    /// Where its bytes end in everything this connection queued: it is
-    /// written once [`Wire::written`] reaches it.
-    end: u64,
-    /// `None` once its deadline passed: the reply is read and dropped.
-    on_reply: Option<OnReply>,
-    /// A script call, sent again if the node answers NOSCRIPT.
-    retry: Option<Arc<Script>>,
-    /// Its place in the order of commands sent on this connection.
-    seq: u64,
-    /// How long its reply may take (a NOSCRIPT's resend gets as long again).
-    bound: Duration,
-    /// A command of two replies (a plain take's `SET` and `PTTL`): the
-    /// first, until the second comes and both go on as one array.
-    first: Option<Reply>,
-    replies: u8,
-    /// Sent without its script ([`Script::free`]): a refusal goes again as
-    /// the script.
-    free: bool,
-}
 
 /// Replies given up on that a connection may still owe before it is closed.
 const MAX_ABANDONED: usize = 10_000;
@@ -145,7 +89,7 @@ impl Wire {
     /// The connection's server has `server`'s commands.
     pub fn serves(&mut self, server: Server) {
         self.server = server;
-        resp::seen(server);
+        owed::seen(server);
     }
 
     fn next_seq(&mut self) -> u64 {
@@ -206,7 +150,7 @@ impl Wire {
     /// Sends a script call; on NOSCRIPT it goes again, answered in turn.
     pub fn send_script(
         &mut self,
-        script: Arc<Script>,
+        script: Packed,
         deadline: Instant,
         on_reply: OnReply,
         done: &mut Done,
@@ -229,7 +173,7 @@ impl Wire {
     fn send_command(
         &mut self,
         cmd: &[u8],
-        retry: Option<Arc<Script>>,
+        retry: Option<Packed>,
         deadline: Instant,
         on_reply: OnReply,
         done: &mut Done,
@@ -242,7 +186,7 @@ impl Wire {
     /// answer it, and whether it went without its script.
     fn queue(
         &mut self,
-        retry: Option<Arc<Script>>,
+        retry: Option<Packed>,
         (replies, free): (u8, bool),
         deadline: Instant,
         on_reply: OnReply,
@@ -330,38 +274,7 @@ impl Wire {
         if self.broken {
             return;
         }
-        let mut closed = None;
-        loop {
-            self.inb.reserve(4096);
-            let spare = self.inb.spare_capacity_mut();
-            // SAFETY: reading into uninitialised bytes is fine for a socket read,
-            // and only the `n` bytes it reports are marked as filled.
-            let buf = unsafe {
-                std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<u8>(), spare.len())
-            };
-            match self.sock.read(buf) {
-                Ok(0) => {
-                    closed = Some("the connection was closed by the server".to_string());
-                    break;
-                }
-                Ok(n) => {
-                    let short = n < buf.len();
-                    unsafe { self.inb.set_len(self.inb.len() + n) };
-                    // A short read took all the socket held: what arrives
-                    // later wakes the (level-triggered) poll again, so asking
-                    // once more would only cost a call that finds nothing.
-                    if short {
-                        break;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) => {
-                    closed = Some(e.to_string());
-                    break;
-                }
-            }
-        }
+        let closed = self.sock.read_all(&mut self.inb).err();
         let mut resend = false;
         let mut read_any = false;
         loop {
@@ -374,39 +287,24 @@ impl Wire {
                             continue;
                         }
                     }
-                    let Some(p) = self.pending.pop_front() else {
+                    let Some(mut p) = self.pending.pop_front() else {
                         self.fail(cut("a reply nobody asked for"), done);
                         return;
                     };
-                    let value = match p.first {
+                    let value = match p.first.take() {
                         Some(first) => Reply::Array(vec![first, value]),
                         None => value,
                     };
-                    let Some(on_reply) = p.on_reply else {
+                    let Some(on_reply) = p.on_reply.take() else {
                         self.abandoned = self.abandoned.saturating_sub(1);
                         continue;
                     };
                     // Sent again (NOSCRIPT, a refused script-free form), or
                     // followed by what reads the rest (a taken key's PTTL).
-                    let again = match (value, &p.retry) {
-                        (Reply::NoScript, Some(script)) => {
-                            let next = self.sent + 1;
-                            self.reloaded
-                                .resend(script, p.seq, next)
-                                .map(|c| (c, None, None))
-                                .ok_or(Reply::NoScript)
-                        }
-                        (Reply::Nil, Some(script)) if script.take => script
-                            .on_nil()
-                            .map(|c| (c, None, Some(Reply::Nil)))
-                            .ok_or(Reply::Nil),
-                        (value, Some(script)) if p.free && self.refused(&value) => {
-                            Ok((script.evalsha.clone(), Some(script.clone()), None))
-                        }
-                        (value, _) => Err(value),
-                    };
+                    let next = self.sent + 1;
+                    let again = p.again(value, next, &mut self.reloaded, &mut self.server);
                     match again {
-                        Ok((cmd, retry, first)) => {
+                        Ok((cmd, Again { retry, first })) => {
                             // Sent again (nothing ran) or followed by its PTTL:
                             // answered in turn.
                             self.out.extend_from_slice(&cmd);
@@ -448,29 +346,6 @@ impl Wire {
             self.fail(cut(&why), done);
         } else if resend {
             self.write_out(done);
-        }
-    }
-
-    /// Whether a call sent without its script was refused where its script
-    /// would run (no right to the command, a command or option the server
-    /// does not know after all: then it is not used here again; a key of
-    /// another type, which the script reads as not this token's). Its
-    /// first command answers: a refused notice after it changes nothing.
-    fn refused(&mut self, value: &Reply) -> bool {
-        let first = match value {
-            Reply::Array(two) => two.first(),
-            one => Some(one),
-        };
-        let Some(Reply::Error(fault)) = first else {
-            return false;
-        };
-        match fault.text().split_whitespace().next() {
-            Some("NOPERM" | "ERR") => {
-                self.server = Server::default();
-                true
-            }
-            Some("WRONGTYPE") => true,
-            _ => false,
         }
     }
 
@@ -516,17 +391,6 @@ impl Wire {
                 done.push((on_reply, Err(answer.clone())));
             }
         }
-    }
-}
-
-/// By when `p`'s reply must come: its bound from its write, or from the
-/// last reply read if that is later; not yet written, its bound from when the
-/// socket last took bytes.
-fn deadline(p: &Pending, written: u64, progress: Instant, last_read: Instant) -> Instant {
-    if p.end <= written {
-        p.deadline.max(later(last_read, p.bound))
-    } else {
-        later(progress, p.bound)
     }
 }
 

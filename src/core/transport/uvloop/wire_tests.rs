@@ -4,8 +4,12 @@ use std::cell::RefCell;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
 
 use super::*;
+use crate::core::ops::Answer;
+use crate::core::transport::uvloop::owed::Script;
 use crate::core::transport::uvloop::socket::Socket;
 
 /// A wire on one end of a socket pair; the test plays the server.
@@ -272,8 +276,8 @@ fn a_command_the_socket_does_not_take_is_still_bounded() {
 
 #[test]
 fn a_plain_take_sends_its_pttl_only_when_the_set_answers_nil() {
-    use crate::core::ops::scripts::Call;
-    use crate::core::transport::uvloop::resp::Script;
+    use crate::core::ops::call::Call;
+    use crate::core::transport::uvloop::owed::Script;
     let (mut wire, mut server) = pair();
     let seen = Seen::default();
     let mut done = Done::new();
@@ -315,8 +319,8 @@ fn a_plain_take_sends_its_pttl_only_when_the_set_answers_nil() {
 
 #[test]
 fn a_plain_take_given_up_on_sends_no_pttl() {
-    use crate::core::ops::scripts::Call;
-    use crate::core::transport::uvloop::resp::Script;
+    use crate::core::ops::call::Call;
+    use crate::core::transport::uvloop::owed::Script;
     let (mut wire, mut server) = pair();
     let seen = Seen::default();
     let mut done = Done::new();
@@ -348,7 +352,7 @@ fn a_plain_take_given_up_on_sends_no_pttl() {
 /// call is packed: calls carry their script-free form once some connection
 /// could use it).
 fn valkey_pair() -> (Wire, UnixStream) {
-    use crate::core::ops::scripts::Server;
+    use crate::core::ops::script_free::Server;
     let (mut wire, server) = pair();
     wire.serves(Server {
         del_if_eq: true,
@@ -359,8 +363,8 @@ fn valkey_pair() -> (Wire, UnixStream) {
 
 #[test]
 fn an_unlock_goes_without_its_script_where_the_server_has_delifeq() {
-    use crate::core::ops::scripts::Call;
-    use crate::core::transport::uvloop::resp::Script;
+    use crate::core::ops::call::Call;
+    use crate::core::transport::uvloop::owed::Script;
     let (mut wire, valkey) = valkey_pair();
     let unlock = Script::packed(&Call::unlock("k", "t", "ch:"));
     let mut pipe = redis::pipe();
@@ -409,8 +413,8 @@ fn an_unlock_goes_without_its_script_where_the_server_has_delifeq() {
 
 #[test]
 fn an_extend_goes_as_set_ifeq_and_a_key_of_another_type_as_the_script() {
-    use crate::core::ops::scripts::Call;
-    use crate::core::transport::uvloop::resp::Script;
+    use crate::core::ops::call::Call;
+    use crate::core::transport::uvloop::owed::Script;
     let (mut wire, mut server) = valkey_pair();
     let seen = Seen::default();
     let mut done = Done::new();
