@@ -5,15 +5,17 @@
 //! to report their faults and to stop tracking the operation once the last
 //! one is in. It writes nothing but its own state. Both drivers feed it:
 //! the JS thread's one reply at a time, tokio's through `runtime::collect`.
-//! The answers themselves are kept by [`Replies`].
 
 use crate::core::error::Fault;
 use crate::core::error::NodeAnswer;
-use crate::core::quorum::{NodeAnswers, Replies, Tally};
+use smallvec::SmallVec;
+
+use crate::core::quorum::{NodeAnswers, Tally};
 
 /// One operation's answers so far, and what else each node returned.
 pub struct Gather<T> {
-    replies: Replies<T>,
+    /// Each node's answer (and what else it returned) once in.
+    replies: SmallVec<[Option<(NodeAnswer, T)>; 1]>,
     decided: bool,
 }
 
@@ -38,7 +40,7 @@ pub enum Progress {
 impl<T> Gather<T> {
     pub fn new(nodes: usize) -> Gather<T> {
         Gather {
-            replies: Replies::new(nodes),
+            replies: (0..nodes).map(|_| None).collect(),
             decided: false,
         }
     }
@@ -52,12 +54,12 @@ impl<T> Gather<T> {
         extra: T,
         decided: impl FnOnce(&Gather<T>) -> bool,
     ) -> Progress {
-        if i >= self.replies.nodes() {
+        let Some(slot) = self.replies.get_mut(i) else {
             return Progress::Waiting;
-        }
+        };
         if self.decided {
             let fault = answer.is_fault().then(|| answer.clone());
-            self.replies.put(i, answer.clone(), extra);
+            *slot = Some((answer.clone(), extra));
             return Progress::Late {
                 node: i,
                 answer,
@@ -65,7 +67,7 @@ impl<T> Gather<T> {
                 all_in: self.all_in(),
             };
         }
-        self.replies.put(i, answer, extra);
+        *slot = Some((answer, extra));
         if !decided(self) {
             return Progress::Waiting;
         }
@@ -75,11 +77,11 @@ impl<T> Gather<T> {
 
     /// Some node answered with a fault.
     pub fn faulted(&self) -> bool {
-        self.replies.faulted()
+        self.replies.iter().flatten().any(|(a, _)| a.is_fault())
     }
 
     pub fn all_in(&self) -> bool {
-        self.replies.all_in()
+        self.replies.iter().all(Option::is_some)
     }
 
     pub fn is_decided(&self) -> bool {
@@ -88,7 +90,9 @@ impl<T> Gather<T> {
 
     /// The tally of the answers in, counting every node.
     pub fn tally(&self) -> Tally {
-        self.replies.tally()
+        let mut t = Tally::of(self.replies.iter().flatten().map(|(a, _)| a));
+        t.nodes = self.replies.len();
+        t
     }
 
     /// A quorum agreed, or every node answered: how a release and an
@@ -99,12 +103,15 @@ impl<T> Gather<T> {
 
     /// One answer per node; [`NodeAnswer::Pending`] for a node still out.
     pub fn answers(&self) -> NodeAnswers {
-        self.replies.answers()
+        self.replies
+            .iter()
+            .map(|r| r.as_ref().map_or(NodeAnswer::Pending, |(a, _)| a.clone()))
+            .collect()
     }
 
     /// What else each node that answered returned.
     pub fn extras(&self) -> impl Iterator<Item = &T> {
-        self.replies.extras()
+        self.replies.iter().flatten().map(|(_, x)| x)
     }
 }
 
@@ -175,5 +182,52 @@ pub fn counted(reply: Answer, yes: i64, what: &str) -> NodeAnswer {
         Ok(Reply::Int(_)) => NodeAnswer::NotHeld,
         Ok(other) => unexpected(other, what),
         Err(answer) => answer,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nodes_still_out_are_pending_and_counted() {
+        let mut g: Gather<i64> = Gather::new(3);
+        assert_eq!(g.offer(1, NodeAnswer::Ok, 4, |_| false), Progress::Waiting);
+        assert_eq!(
+            g.answers().as_slice(),
+            [NodeAnswer::Pending, NodeAnswer::Ok, NodeAnswer::Pending]
+        );
+        let t = g.tally();
+        assert_eq!((t.nodes, t.ok), (3, 1));
+        assert!(!g.all_in() && !g.is_decided());
+        assert_eq!(g.extras().copied().collect::<Vec<_>>(), [4]);
+    }
+
+    #[test]
+    fn a_node_there_is_not_is_ignored_and_answers_after_the_outcome_are_late() {
+        let mut g: Gather<()> = Gather::new(2);
+        assert_eq!(g.offer(2, NodeAnswer::Ok, (), |_| true), Progress::Waiting);
+        assert_eq!(
+            g.answers().as_slice(),
+            [NodeAnswer::Pending, NodeAnswer::Pending]
+        );
+        let decided = g.offer(0, NodeAnswer::Ok, (), |g| g.tally().ok == 1);
+        assert_eq!(
+            decided,
+            Progress::Decided([NodeAnswer::Ok, NodeAnswer::Pending].into_iter().collect())
+        );
+        let late = g.offer(1, NodeAnswer::Timeout, (), |_| {
+            unreachable!("decided already")
+        });
+        assert_eq!(
+            late,
+            Progress::Late {
+                node: 1,
+                answer: NodeAnswer::Timeout,
+                fault: Some(NodeAnswer::Timeout),
+                all_in: true,
+            }
+        );
+        assert!(g.faulted() && g.all_in());
     }
 }

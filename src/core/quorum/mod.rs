@@ -1,8 +1,8 @@
 //! The quorum decision, written once. Every operation sends its script to all
 //! nodes, then asks this module what the answers mean: a tally, a verdict, and
 //! the one error for "too few nodes". Pure: no I/O and no clock of its own.
-//! `slots.rs` judges a semaphore's slot attempt on several nodes;
-//! [`Replies`] (below) keeps the answers so far for the one collector, `ops::Gather`.
+//! `slots.rs` judges a semaphore's slot attempt on several nodes; the
+//! answers so far are kept by the one collector, `ops::Gather`.
 
 use std::time::Duration;
 
@@ -219,64 +219,3 @@ pub(crate) mod slots;
 
 #[cfg(test)]
 mod tests;
-
-// One operation's answers from every node so far, and what else each node
-// returned: the bookkeeping of the one collector, `ops::Gather`, fed one
-// reply at a time by either driver.
-
-/// Each node's answer (and extra) once in.
-pub struct Replies<T> {
-    replies: SmallVec<[Option<(NodeAnswer, T)>; 1]>,
-}
-
-impl<T> Replies<T> {
-    pub fn new(nodes: usize) -> Replies<T> {
-        Replies {
-            replies: (0..nodes).map(|_| None).collect(),
-        }
-    }
-
-    /// Node `i`'s answer; false for a node there is not.
-    pub fn put(&mut self, i: usize, answer: NodeAnswer, extra: T) -> bool {
-        match self.replies.get_mut(i) {
-            Some(slot) => {
-                *slot = Some((answer, extra));
-                true
-            }
-            None => false,
-        }
-    }
-
-    pub fn nodes(&self) -> usize {
-        self.replies.len()
-    }
-
-    pub fn all_in(&self) -> bool {
-        self.replies.iter().all(Option::is_some)
-    }
-
-    /// Some node answered with a fault.
-    pub fn faulted(&self) -> bool {
-        self.replies.iter().flatten().any(|(a, _)| a.is_fault())
-    }
-
-    /// The tally of the answers in, counting every node.
-    pub fn tally(&self) -> Tally {
-        let mut t = Tally::of(self.replies.iter().flatten().map(|(a, _)| a));
-        t.nodes = self.replies.len();
-        t
-    }
-
-    /// One answer per node; [`NodeAnswer::Pending`] for a node still out.
-    pub fn answers(&self) -> NodeAnswers {
-        self.replies
-            .iter()
-            .map(|r| r.as_ref().map_or(NodeAnswer::Pending, |(a, _)| a.clone()))
-            .collect()
-    }
-
-    /// What else each node that answered returned.
-    pub fn extras(&self) -> impl Iterator<Item = &T> {
-        self.replies.iter().flatten().map(|(_, x)| x)
-    }
-}

@@ -328,26 +328,3 @@ fn an_outage_is_worth_retrying_a_permanent_error_is_not() {
         noperm
     ]));
 }
-
-#[test]
-fn nodes_still_out_are_pending_and_counted() {
-    let mut r: Replies<i64> = Replies::new(3);
-    assert!(r.put(1, NodeAnswer::Ok, 4));
-    assert_eq!(
-        r.answers().as_slice(),
-        [NodeAnswer::Pending, NodeAnswer::Ok, NodeAnswer::Pending]
-    );
-    let t = r.tally();
-    assert_eq!((t.nodes, t.ok), (3, 1));
-    assert!(!r.all_in());
-    assert_eq!(r.extras().copied().collect::<Vec<_>>(), [4]);
-}
-
-#[test]
-fn a_node_there_is_not_is_refused() {
-    let mut r: Replies<()> = Replies::new(1);
-    assert!(!r.put(1, NodeAnswer::Ok, ()));
-    assert!(r.put(0, NodeAnswer::Timeout, ()));
-    assert!(r.all_in());
-    assert!(r.faulted());
-}
