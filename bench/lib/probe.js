@@ -86,6 +86,34 @@ async function redisCpuUs(redis) {
 }
 
 /**
+ * Commands that the contenders' scripts run inside (INFO commandstats counts
+ * them on their own as well as within the script's time): left out of the
+ * command time when the window ran scripts, so that each µs counts once.
+ */
+const SCRIPT_INNER = new Set(['get', 'del', 'publish', 'pexpire', 'pttl', 'incr', 'incrby', 'time', 'exists', 'expire', 'unlink',
+  'zadd', 'zrem', 'zscore', 'zcard', 'zcount', 'zrange', 'zrangebyscore', 'zremrangebyscore', 'hget', 'hset', 'hdel', 'hgetall'])
+const SCRIPT_CALLS = new Set(['eval', 'evalsha', 'eval_ro', 'evalsha_ro', 'fcall', 'fcall_ro'])
+
+/** The Redis server's command time so far in µs by command (INFO commandstats usec), INFO and CONFIG left out. */
+async function redisCommandUs(redis) {
+  const info = parseInfo(await redis.info('commandstats'))
+  const out = {}
+  for (const [k, v] of Object.entries(info)) {
+    const m = /^cmdstat_([^|]+)/.exec(k)
+    const usec = /usec=(\d+)/.exec(v)
+    if (m && usec && m[1] !== 'info' && m[1] !== 'config') out[m[1]] = (out[m[1]] || 0) + Number(usec[1])
+  }
+  return out
+}
+
+/** The command time between two `redisCommandUs` snapshots: each script's own commands within its time, not twice. */
+function commandUsDelta(a, b) {
+  const d = Object.fromEntries(Object.entries(b).map(([k, v]) => [k, v - (a[k] || 0)]))
+  const scripts = Object.keys(d).some((k) => SCRIPT_CALLS.has(k) && d[k] > 0)
+  return Object.entries(d).reduce((sum, [k, v]) => sum + (scripts && SCRIPT_INNER.has(k) ? 0 : v), 0)
+}
+
+/**
  * Per-pair costs over a measured window: call at its start, then the returned
  * function with the pairs done. Client CPU (every thread of this process), the
  * JS thread's CPU and the Redis server's CPU, each per pair. (System calls are
@@ -94,7 +122,12 @@ async function redisCpuUs(redis) {
  */
 async function perPair(redis) {
   // (No server to ask, e.g. a Redlock run over several: its column stays empty.)
-  const at = async () => ({ cpu: processCpuMs(), js: mainThreadCpuMs(), redis: redis ? await redisCpuUs(redis) : NaN })
+  const at = async () => ({
+    cpu: processCpuMs(),
+    js: mainThreadCpuMs(),
+    redis: redis ? await redisCpuUs(redis) : NaN,
+    commands: redis ? await redisCommandUs(redis) : null,
+  })
   const a = await at()
   return async (pairs) => {
     const b = await at()
@@ -102,8 +135,9 @@ async function perPair(redis) {
       cpuUsPerPair: ((b.cpu - a.cpu) * 1000) / pairs,
       jsUsPerPair: ((b.js - a.js) * 1000) / pairs,
       redisUsPerPair: (b.redis - a.redis) / pairs,
+      redisCommandUsPerPair: a.commands && b.commands ? commandUsDelta(a.commands, b.commands) / pairs : NaN,
     }
   }
 }
 
-module.exports = { procCpuMs, mainThreadCpuMs, processCpuMs, threadCount, parseInfo, redisCounters, counterDelta, ticksPerSec, redisCpuUs, perPair }
+module.exports = { procCpuMs, mainThreadCpuMs, processCpuMs, threadCount, parseInfo, redisCounters, counterDelta, ticksPerSec, redisCpuUs, redisCommandUs, commandUsDelta, perPair }
