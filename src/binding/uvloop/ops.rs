@@ -89,7 +89,7 @@ pub fn release<'env>(env: &'env Env, lock: &Lock) -> Option<PromiseRaw<'env, Rel
     let (deferred, promise) = settle::promise(raw_env).ok()?;
     match uvloop::fast_release(lock) {
         Err(answer) => deferred.settle(raw_env, Ok(answer)),
-        Ok(op) => settle_when_decided(&r, &fast, found, op, raw_env, deferred),
+        Ok((op, cmd)) => settle_when_decided(&r, &fast, found, (op, cmd), raw_env, deferred),
     }
     Some(PromiseRaw::new(raw_env, promise))
 }
@@ -111,14 +111,13 @@ fn settle_when_decided<Op>(
     r: &Reactor,
     fast: &FastClient,
     found: Founds,
-    op: Op,
+    (op, cmd): (Op, uvloop::Packed),
     raw_env: sys::napi_env,
     deferred: Deferred,
 ) where
     Op: uvloop::Decided + 'static,
     Op::Out: ToNapiValue + Send + 'static,
 {
-    let cmd = op.packed();
     let timeout = op.timeout();
     let deferred = RefCell::new(Some(deferred));
     fan_out(r, fast, found, op, cmd, timeout, move |op, i, reply| {

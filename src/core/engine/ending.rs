@@ -10,7 +10,7 @@ use crate::core::broken;
 use crate::core::engine::inner::{Event, Inner};
 use crate::core::engine::lock_state::{LockState, Release};
 use crate::core::error::{LockError, NodeAnswer, Result};
-use crate::core::model::SharedAnswers;
+use crate::core::model::{LockKind, SharedAnswers};
 use crate::core::ops::gather::Gather;
 use crate::core::quorum::{self, Released, Tally};
 use crate::core::time::later;
@@ -50,6 +50,15 @@ pub(crate) fn released_by_caller(
 ) -> Result<Release> {
     if release_verdict(inner, state, answers)? {
         inner.stats.released.fetch_add(1, Ordering::Relaxed);
+        if state.kind == LockKind::Key {
+            // This client's waiters for a key hear of its release now, in the
+            // release's own reply handling, not once the notice it published
+            // comes back on the subscriber's connection (which then wakes
+            // nobody twice: the same token's notice is heard once).
+            for key in state.keys.iter() {
+                inner.waiters.released(key, state.token.as_str());
+            }
+        }
         return Ok(Release::Released);
     }
     match state.lost_before_release() {

@@ -44,7 +44,7 @@ impl Server {
 }
 
 /// A call's commands without its script, for a server that has them.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ScriptFree {
     pub bytes: Vec<u8>,
     /// How many replies answer them (handed on as one array when two).

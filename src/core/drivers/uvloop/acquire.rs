@@ -116,7 +116,8 @@ pub struct FastAcquire {
     running: Option<Running>,
     /// Where those nodes' answers go: the won lock's record.
     late: Option<LateAnswers>,
-    /// The last command packed for the wire, shared by every node it goes to.
+    /// The last command packed for the wire, shared by every node it goes
+    /// to (on several nodes).
     packed: Option<(Purpose, Packed)>,
     /// Its connections are being opened: its turn come, it begins once they
     /// are ([`FastAcquire::connected`]), or at the instant here (the node
@@ -137,8 +138,10 @@ impl FastAcquire {
         while let Some(t) = acq.poll_transmit() {
             let packed = match &self.packed {
                 Some((purpose, p)) if *purpose == t.purpose => p.clone(),
+                // One node: the command is its connection's own.
+                _ if self.inner.nodes.len() == 1 => Packed::One(Script::of(t.call)),
                 _ => {
-                    let p = Script::of(t.call);
+                    let p = Packed::Shared(Arc::new(Script::of(t.call)));
                     self.packed = Some((t.purpose, p.clone()));
                     p
                 }
@@ -519,7 +522,8 @@ mod tests {
         assert_eq!(first.len(), 3, "one attempt per node");
         assert!(first.iter().all(|s| s.purpose == Purpose::Attempt(1)));
         assert!(
-            Arc::ptr_eq(&first[0].packed, &first[2].packed),
+            matches!((&first[0].packed, &first[2].packed),
+                (Packed::Shared(a), Packed::Shared(b)) if Arc::ptr_eq(a, b)),
             "packed once for every node"
         );
         let t0 = Instant::now();

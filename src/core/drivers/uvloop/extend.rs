@@ -20,7 +20,6 @@ pub struct FastExtend {
     state: Arc<LockState>,
     ttl: Duration,
     started: Instant,
-    packed: Packed,
     timeout: Duration,
     op: ops::extend::Extend,
     late: Late,
@@ -28,10 +27,11 @@ pub struct FastExtend {
     lease: Option<crate::core::engine::lock_state::LeaseGuard>,
 }
 
-/// Starts extending `lock` to `ttl` at `now`; `None` sends it the tokio way,
+/// Starts extending `lock` to `ttl` at `now`: the operation and the command
+/// every node gets; `None` sends it the tokio way,
 /// which gives every error of a lock that cannot be extended, and waits for
 /// a renewal of it in flight.
-pub fn fast_extend(lock: &Lock, ttl: Duration, now: Instant) -> Option<FastExtend> {
+pub fn fast_extend(lock: &Lock, ttl: Duration, now: Instant) -> Option<(FastExtend, Packed)> {
     let (state, inner) = lock.parts();
     let single_acked = state.wait_replicas.is_some() && inner.nodes.len() == 1;
     if single_acked || renew::extendable(inner, state, ttl).is_err() {
@@ -39,31 +39,28 @@ pub fn fast_extend(lock: &Lock, ttl: Duration, now: Instant) -> Option<FastExten
     }
     let lease = state.try_lease_guard()?;
     state.next_generation();
-    let packed = Script::packed(&ops::extend::call(
+    let packed = Script::of(ops::extend::call(
         state.kind,
         &state.keys,
         &state.token,
         ms_of(ttl),
     ));
-    Some(FastExtend {
+    let packed = Packed::for_nodes(packed, inner.nodes.len());
+    let op = FastExtend {
         op: ops::extend::Extend::new(inner.nodes.len()),
         late: Late::new(inner.clone(), state.clone()),
         inner: inner.clone(),
         state: state.clone(),
         ttl,
         started: now,
-        packed,
         timeout: inner.cfg.node_timeout_for(ttl),
         lease: Some(lease),
-    })
+    };
+    Some((op, packed))
 }
 
 impl Decided for FastExtend {
     type Out = ();
-
-    fn packed(&self) -> Packed {
-        self.packed.clone()
-    }
 
     fn timeout(&self) -> Duration {
         self.timeout

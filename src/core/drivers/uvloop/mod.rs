@@ -104,8 +104,6 @@ impl Late {
 /// A fast operation decided on its replies alone (a release, an extension).
 pub trait Decided {
     type Out;
-    /// The command every node gets.
-    fn packed(&self) -> Packed;
     /// Each node's bound, from the moment of sending.
     fn timeout(&self) -> std::time::Duration;
     /// Node `i`'s reply; the outcome once it is decided (at most once).

@@ -18,36 +18,33 @@ use crate::core::transport::uvloop::owed::Script;
 pub struct FastRelease {
     inner: Arc<Inner>,
     state: Arc<LockState>,
-    packed: Packed,
     timeout: Duration,
     op: ops::release::Release,
     late: Late,
 }
 
-/// Starts releasing `lock`: `Err` with the answer when there is nothing to
-/// send (it had already ended), as on tokio.
-pub fn fast_release(lock: &Lock) -> std::result::Result<FastRelease, Release> {
+/// Starts releasing `lock`: the operation and the command every node gets;
+/// `Err` with the answer when there is nothing to send (it had already
+/// ended), as on tokio.
+pub fn fast_release(lock: &Lock) -> std::result::Result<(FastRelease, Packed), Release> {
     let (state, inner) = lock.parts();
     if !ending::let_go(inner, state) {
         return Err(Release::NotHeld);
     }
     let call = ops::release::call_for(state.kind, &state.keys, &state.token, CHANNEL_PREFIX, None);
-    Ok(FastRelease {
+    let packed = Packed::for_nodes(Script::of(call), inner.nodes.len());
+    let op = FastRelease {
         op: ops::release::Release::new(inner.nodes.len(), state.keys.len()),
         late: Late::new(inner.clone(), state.clone()),
         inner: inner.clone(),
         state: state.clone(),
-        packed: Script::of(call),
         timeout: inner.cfg.command_timeout,
-    })
+    };
+    Ok((op, packed))
 }
 
 impl Decided for FastRelease {
     type Out = Release;
-
-    fn packed(&self) -> Packed {
-        self.packed.clone()
-    }
 
     fn timeout(&self) -> Duration {
         self.timeout

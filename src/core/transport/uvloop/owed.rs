@@ -29,13 +29,52 @@ pub fn seen(server: Server) {
     SEEN.fetch_or(bits(server), Ordering::Relaxed);
 }
 
-/// A script call packed once as EVALSHA, shared by every node it goes to;
-/// the EVAL sent on NOSCRIPT is built from it only then.
-pub type Packed = Arc<Script>;
+/// A command as it goes out: owned by the one connection it goes to, or,
+/// packed once, shared by the nodes of an operation on several (Redlock).
+/// The connection keeps it until its reply is in: the EVAL sent on NOSCRIPT
+/// is built from it only then.
+pub enum Packed {
+    One(Script),
+    Shared(Arc<Script>),
+}
 
-/// A script call (EVALSHA, packed once and shared by every node it goes
-/// to) and the script's source, for the EVAL sent if a node answers NOSCRIPT;
-/// or a plain take's SET (no source), followed by a PTTL when answered nil.
+impl Packed {
+    /// `script` for an operation on `nodes` nodes.
+    pub fn for_nodes(script: Script, nodes: usize) -> Packed {
+        if nodes > 1 {
+            Packed::Shared(Arc::new(script))
+        } else {
+            Packed::One(script)
+        }
+    }
+}
+
+impl std::ops::Deref for Packed {
+    type Target = Script;
+
+    fn deref(&self) -> &Script {
+        match self {
+            Packed::One(script) => script,
+            Packed::Shared(script) => script,
+        }
+    }
+}
+
+impl Clone for Packed {
+    /// Shared: the same script; owned: a copy (only a refused script-free
+    /// form is sent again as its script, with the script kept once more).
+    fn clone(&self) -> Packed {
+        match self {
+            Packed::One(script) => Packed::One(script.clone()),
+            Packed::Shared(script) => Packed::Shared(script.clone()),
+        }
+    }
+}
+
+/// A script call (EVALSHA, packed once) and the script's source, for the
+/// EVAL sent if a node answers NOSCRIPT; or a plain take's SET (no
+/// source), followed by a PTTL when answered nil.
+#[derive(Clone)]
 pub struct Script {
     pub(super) evalsha: Vec<u8>,
     pub(super) source: &'static str,
@@ -60,27 +99,27 @@ impl Script {
         }
     }
 
-    /// `call` packed as EVALSHA (or its plain commands), shared by every
+    /// `call` packed as EVALSHA (or its plain commands), once for every
     /// node it goes to (every script of `scripts` has its source; one
     /// without would have no EVAL to recover from NOSCRIPT with).
-    pub fn packed(call: &Call<'_>) -> Packed {
+    pub fn packed(call: &Call<'_>) -> Script {
         Script::of(call.clone())
     }
 
     /// [`Script::packed`], the call's own buffer becoming its bytes.
-    pub fn of(call: Call<'_>) -> Packed {
+    pub fn of(call: Call<'_>) -> Script {
         let source = call.source().unwrap_or("");
         let take = call.is_plain();
         let free = match SEEN.load(Ordering::Relaxed) {
             0 => None,
             seen => call.script_free().filter(|f| bits(f.needs) & seen != 0),
         };
-        Arc::new(Script {
+        Script {
             evalsha: call.into_packed(),
             source,
             take,
             free,
-        })
+        }
     }
     pub fn evalsha(&self) -> &[u8] {
         &self.evalsha
@@ -189,7 +228,7 @@ pub(super) struct Pending {
     /// `None` once its deadline passed: the reply is read and dropped.
     pub(super) on_reply: Option<OnReply>,
     /// A script call, sent again if the node answers NOSCRIPT.
-    pub(super) retry: Option<Arc<Script>>,
+    pub(super) retry: Option<Packed>,
     /// Its place in the order of commands sent on this connection.
     pub(super) seq: u64,
     /// How long its reply may take (a NOSCRIPT's resend gets as long again).

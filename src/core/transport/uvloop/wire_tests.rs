@@ -4,13 +4,17 @@ use std::cell::RefCell;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
 use crate::core::ops::Answer;
-use crate::core::transport::uvloop::owed::Script;
+use crate::core::transport::uvloop::owed::{Packed, Script};
 use crate::core::transport::uvloop::socket::Socket;
+
+/// `call` packed for the one connection it goes to.
+fn one(call: &crate::core::ops::call::Call<'_>) -> Packed {
+    Packed::One(Script::packed(call))
+}
 
 /// A wire on one end of a socket pair; the test plays the server.
 fn pair() -> (Wire, UnixStream) {
@@ -73,7 +77,7 @@ fn noscript_sends_the_script_itself_once_per_flush() {
     let script = |key: &str| {
         let mut c = redis::cmd("EVALSHA");
         c.arg(redis::Script::new(SOURCE).get_hash()).arg(1).arg(key);
-        Arc::new(Script::new(c.get_packed_command(), SOURCE))
+        Packed::One(Script::new(c.get_packed_command(), SOURCE))
     };
     let eval = |key: &str| {
         let mut c = redis::cmd("EVAL");
@@ -277,7 +281,6 @@ fn a_command_the_socket_does_not_take_is_still_bounded() {
 #[test]
 fn a_plain_take_sends_its_pttl_only_when_the_set_answers_nil() {
     use crate::core::ops::call::Call;
-    use crate::core::transport::uvloop::owed::Script;
     let (mut wire, mut server) = pair();
     let seen = Seen::default();
     let mut done = Done::new();
@@ -285,7 +288,7 @@ fn a_plain_take_sends_its_pttl_only_when_the_set_answers_nil() {
         Call::plain_take("k", "t", 30),
         Call::plain_take("{a}:b", "u", 30),
     );
-    let (won, taken_script) = (Script::packed(&won), Script::packed(&taken));
+    let (won, taken_script) = (one(&won), one(&taken));
     let pttl = taken.on_nil().expect("a PTTL");
     assert_eq!(
         taken_script.on_nil(),
@@ -320,11 +323,10 @@ fn a_plain_take_sends_its_pttl_only_when_the_set_answers_nil() {
 #[test]
 fn a_plain_take_given_up_on_sends_no_pttl() {
     use crate::core::ops::call::Call;
-    use crate::core::transport::uvloop::owed::Script;
     let (mut wire, mut server) = pair();
     let seen = Seen::default();
     let mut done = Done::new();
-    let take = Script::packed(&Call::plain_take("k", "t", 30));
+    let take = one(&Call::plain_take("k", "t", 30));
     let sent = take.evalsha().len();
     let soon = Instant::now() + Duration::from_millis(1);
     wire.send_script(take, soon, recorder(&seen, 1), &mut done);
@@ -364,9 +366,8 @@ fn valkey_pair() -> (Wire, UnixStream) {
 #[test]
 fn an_unlock_goes_without_its_script_where_the_server_has_delifeq() {
     use crate::core::ops::call::Call;
-    use crate::core::transport::uvloop::owed::Script;
     let (mut wire, valkey) = valkey_pair();
-    let unlock = Script::packed(&Call::unlock("k", "t", "ch:"));
+    let unlock = one(&Call::unlock("k", "t", "ch:"));
     let mut pipe = redis::pipe();
     pipe.cmd("DELIFEQ").arg("k").arg("t");
     pipe.cmd("PUBLISH").arg("ch:k").arg("t");
@@ -414,11 +415,10 @@ fn an_unlock_goes_without_its_script_where_the_server_has_delifeq() {
 #[test]
 fn an_extend_goes_as_set_ifeq_and_a_key_of_another_type_as_the_script() {
     use crate::core::ops::call::Call;
-    use crate::core::transport::uvloop::owed::Script;
     let (mut wire, mut server) = valkey_pair();
     let seen = Seen::default();
     let mut done = Done::new();
-    let extend = Script::packed(&Call::prolong("k", "t", 30_000));
+    let extend = one(&Call::prolong("k", "t", 30_000));
     let free = redis::cmd("SET")
         .arg("k")
         .arg("t")
