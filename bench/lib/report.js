@@ -185,6 +185,8 @@ function computeTargets(report) {
     const best = bestBy(peers(C), 'csPerSec', true)
     add('3a', `contention critical sections/s ≥ 5× best polling peer${at}`, best ? `${f(l.csPerSec)} vs ${best.label} ${f(best.m.csPerSec)} cs/s = ${ratio(l.csPerSec / best.m.csPerSec)}` : 'no peers', best ? l.csPerSec >= 5 * best.m.csPerSec : null)
     const bestH = bestBy(peers(C), 'handoffP50Us', false)
+    const beatsAll = peers(C).every((p) => l.csPerSec >= p.m.csPerSec)
+    add('3f', `contention critical sections/s at least every peer's${at}`, best ? `${f(l.csPerSec)} vs ${best.label} ${f(best.m.csPerSec)} cs/s = ${ratio(l.csPerSec / best.m.csPerSec)}` : 'no peers', best ? beatsAll : null)
     add('3b', 'hand-off latency p50 ≤ 2 round trips + 1 ms', `${f(l.handoffP50Us)} µs (p99 ${f(l.handoffP99Us)} µs); best peer ${bestH ? `${bestH.label} ${f(bestH.m.handoffP50Us)} µs` : '–'}`, rtt ? l.handoffP50Us <= 2 * rtt + 1000 : null)
     add('3c', 'Redis commands per acquired lock (report)', `${f(l.cmdsPerLock, 1)} (EVAL* ${f(evalsPer({ m: l }), 1)})`, null)
     add('3d', 'Jain fairness index ≥ 0.9', `${f(l.jain, 3)} (max/min completions ${f(l.maxCompletions)}/${f(l.minCompletions)})`, l.jain >= 0.9)

@@ -10,8 +10,17 @@
 -- ARGV[3], when given, is the longest lease in ms a key may still have to be
 -- deleted (the cleanup of a lock that lapsed: a longer one was continued by
 -- whoever adopted the token, and is theirs).
--- Returns how many keys were released.
+-- Returns how many keys were released, and the most clients any one notice
+-- reached (0 when none went out or were refused): whether anyone besides the
+-- releasing client listens for the key.
 local deleted = 0
+local heard = 0
+local function announce(channel, message)
+  local n = redis.pcall('PUBLISH', channel, message)
+  if type(n) == 'number' and n > heard then
+    heard = n
+  end
+end
 local longest = tonumber(ARGV[3])
 local function now()
   local t = redis.call('TIME')
@@ -30,15 +39,15 @@ for i = 1, #KEYS do
       if ARGV[2] ~= '' then
         local permits = tonumber(string.match(ARGV[1], '^(%d+):')) or 1
         for p = 1, math.min(permits, 64) do
-          redis.pcall('PUBLISH', ARGV[2] .. KEYS[i], ARGV[1] .. '#' .. p)
+          announce(ARGV[2] .. KEYS[i], ARGV[1] .. '#' .. p)
         end
       end
     end
   elseif v == ARGV[1] and (not longest or redis.call('PTTL', KEYS[i]) <= longest) then
     deleted = deleted + redis.call('DEL', KEYS[i])
     if ARGV[2] ~= '' then
-      redis.pcall('PUBLISH', ARGV[2] .. KEYS[i], ARGV[1])
+      announce(ARGV[2] .. KEYS[i], ARGV[1])
     end
   end
 end
-return deleted
+return {deleted, heard}

@@ -43,20 +43,29 @@ fn stop_holding(inner: &Inner, state: &LockState, ended: bool) -> bool {
 /// either driver gathers the answers. Keys gone or another owner's mean
 /// the lock was lost before the release: it is recorded as lost, and the
 /// caller reports the loss it is given.
+///
+/// `heard`: how many clients the release's notice reached, when the driver
+/// read it (see [`ops::release::heard`](crate::core::ops::release::heard)).
+/// When nobody but this client listens, its waiters for the keys hear of
+/// the release now, in the release's own reply handling, rather than once
+/// the notice comes back on its subscriber's connection (which then wakes
+/// nobody twice: the same token's notice is heard once). When other
+/// clients listen too, every waiter hears by the notice alike, so that a
+/// releasing process's waiters get no head start over the others'.
 pub(crate) fn released_by_caller(
     inner: &Inner,
     state: &LockState,
     answers: &[NodeAnswer],
+    heard: Option<i64>,
 ) -> Result<Release> {
     if release_verdict(inner, state, answers)? {
         inner.stats.released.fetch_add(1, Ordering::Relaxed);
-        if state.kind == LockKind::Key {
-            // This client's waiters for a key hear of its release now, in the
-            // release's own reply handling, not once the notice it published
-            // comes back on the subscriber's connection (which then wakes
-            // nobody twice: the same token's notice is heard once).
-            for key in state.keys.iter() {
-                inner.waiters.released(key, state.token.as_str());
+        if let (LockKind::Key, Some(heard)) = (state.kind, heard) {
+            let ours = state.keys.iter().any(|k| inner.waiters.waiting(k));
+            if heard <= i64::from(ours) {
+                for key in state.keys.iter() {
+                    inner.waiters.released(key, state.token.as_str());
+                }
             }
         }
         return Ok(Release::Released);

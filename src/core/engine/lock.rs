@@ -164,7 +164,8 @@ impl Lock {
             return Ok(Release::NotHeld);
         }
         let answers = ending::release_until_decided(inner, state, None).await;
-        ending::released_by_caller(inner, state, &answers)
+        // (The notices' reach is not read here: waiters hear by the notice.)
+        ending::released_by_caller(inner, state, &answers, None)
     }
 
     /// Lets go of the lock without releasing it, for another client to

@@ -48,9 +48,24 @@ pub fn call_for(
     }
 }
 
-/// One node's reply: every key deleted, or not (all) ours any more. A
-/// script-free unlock's `DELIFEQ` answers first, its notice's `PUBLISH`
-/// second (whose refusal, e.g. no channel rights, does not undo it).
+/// How many clients the release's notice reached on the node that sent
+/// `reply`: the script's second number, or a script-free unlock's
+/// `PUBLISH` reply (0 when no notice went out, or it was refused).
+pub fn heard(reply: &Answer) -> i64 {
+    match reply {
+        Ok(Reply::Array(two)) => match two.as_slice() {
+            [Reply::Int(_), Reply::Int(n)] => *n,
+            _ => 0,
+        },
+        _ => 0,
+    }
+}
+
+/// One node's reply: every key deleted, or not (all) ours any more. The
+/// script answers how many keys it deleted and how many clients heard
+/// ([`heard`]); a script-free unlock's `DELIFEQ` answers first, its
+/// notice's `PUBLISH` second (whose refusal, e.g. no channel rights, does
+/// not undo it).
 pub fn answer(reply: Answer, keys: usize) -> NodeAnswer {
     let reply = match reply {
         Ok(Reply::Array(mut two)) if two.len() == 2 && matches!(two[0], Reply::Int(_)) => {
@@ -70,6 +85,7 @@ pub fn verdict(answers: &[NodeAnswer]) -> Released {
 pub struct Release {
     gather: Gather<()>,
     keys: usize,
+    heard: i64,
 }
 
 impl Release {
@@ -77,13 +93,21 @@ impl Release {
         Release {
             gather: Gather::new(nodes),
             keys,
+            heard: 0,
         }
     }
 
     /// Node `i`'s reply.
     pub fn on_reply(&mut self, i: usize, reply: Answer) -> Progress {
+        self.heard = self.heard.max(heard(&reply));
         let answer = answer(reply, self.keys);
         self.gather.offer(i, answer, (), Gather::at_quorum)
+    }
+
+    /// The most clients the release's notice reached on any node that
+    /// answered (see [`heard`]).
+    pub fn heard(&self) -> i64 {
+        self.heard
     }
 
     /// Some node answered with a fault.
@@ -96,6 +120,31 @@ impl Release {
 mod tests {
     use super::*;
     use crate::core::error::Fault;
+
+    #[test]
+    fn a_release_tells_how_many_clients_its_notice_reached() {
+        let int = |n| Reply::Int(n);
+        // The script: keys deleted, then the most clients a notice reached.
+        let script = Ok(Reply::Array(vec![int(1), int(3)]));
+        assert_eq!(heard(&script), 3);
+        assert_eq!(answer(script, 1), NodeAnswer::Ok);
+        // A script-free unlock: DELIFEQ's reply, then PUBLISH's, or its refusal.
+        let refused = Ok(Reply::Array(vec![
+            int(1),
+            Reply::Error(Fault::from("NOPERM no channel")),
+        ]));
+        assert_eq!(heard(&refused), 0);
+        assert_eq!(answer(refused, 1), NodeAnswer::Ok);
+        // No notice (none asked for), a fault, a key no longer ours.
+        assert_eq!(heard(&Ok(int(1))), 0);
+        assert_eq!(heard(&Err(NodeAnswer::Timeout)), 0);
+        let gone = Ok(Reply::Array(vec![int(0), int(0)]));
+        assert_eq!(answer(gone, 1), NodeAnswer::NotHeld);
+        let mut op = Release::new(3, 1);
+        let _ = op.on_reply(0, Ok(Reply::Array(vec![int(1), int(2)])));
+        let _ = op.on_reply(1, Ok(Reply::Array(vec![int(1), int(1)])));
+        assert_eq!(op.heard(), 2, "the most any node's notice reached");
+    }
 
     #[test]
     fn only_a_lock_of_one_key_may_go_without_its_script() {

@@ -60,6 +60,7 @@ impl Decided for FastRelease {
             &self.inner,
             &self.state,
             &answers,
+            Some(self.op.heard()),
         ))
     }
 }
