@@ -89,7 +89,7 @@ pub fn release<'env>(env: &'env Env, lock: &Lock) -> Option<PromiseRaw<'env, Rel
     let (deferred, promise) = settle::promise(raw_env).ok()?;
     match uvloop::fast_release(lock) {
         Err(answer) => deferred.settle(raw_env, Ok(answer)),
-        Ok((op, cmd)) => settle_when_decided(&r, &fast, found, (op, cmd), raw_env, deferred),
+        Ok(sent) => settle_when_decided(&r, &fast, found, sent, raw_env, deferred),
     }
     Some(PromiseRaw::new(raw_env, promise))
 }
@@ -98,15 +98,15 @@ pub fn release<'env>(env: &'env Env, lock: &Lock) -> Option<PromiseRaw<'env, Rel
 pub fn extend<'env>(env: &'env Env, lock: &Lock, ttl: Duration) -> Option<PromiseRaw<'env, ()>> {
     let (r, fast) = lookup(env, Arc::as_ptr(lock.parts().1) as usize)?;
     let found = fast.for_command(&r);
-    let op = uvloop::fast_extend(lock, ttl, Instant::now())?;
+    let sent = uvloop::fast_extend(lock, ttl, Instant::now())?;
     let raw_env = env.raw();
     let (deferred, promise) = settle::promise(raw_env).ok()?;
-    settle_when_decided(&r, &fast, found, op, raw_env, deferred);
+    settle_when_decided(&r, &fast, found, sent, raw_env, deferred);
     Some(PromiseRaw::new(raw_env, promise))
 }
 
-/// Sends a release or an extension and settles `deferred` with its outcome
-/// (after the events it reported).
+/// Sends a release or an extension (the operation and its command) and
+/// settles `deferred` with its outcome (after the events it reported).
 fn settle_when_decided<Op>(
     r: &Reactor,
     fast: &FastClient,
