@@ -10,44 +10,46 @@
 -- ARGV[3], when given, is the longest lease in ms a key may still have to be
 -- deleted (the cleanup of a lock that lapsed: a longer one was continued by
 -- whoever adopted the token, and is theirs).
--- Returns how many keys were released, and the most clients any one notice
--- reached (0 when none went out or were refused): whether anyone besides the
--- releasing client listens for the key.
+-- Returns how many keys were released; when some notice reached more than one
+-- client (others listen besides the releasing client), {that count, the most
+-- clients any one notice reached}.
 local deleted = 0
 local heard = 0
-local function announce(channel, message)
-  local n = redis.pcall('PUBLISH', channel, message)
-  if type(n) == 'number' and n > heard then
-    heard = n
-  end
-end
 local longest = tonumber(ARGV[3])
-local function now()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 for i = 1, #KEYS do
   local v = redis.pcall('GET', KEYS[i])
   if type(v) == 'table' and v.err then
     local score = redis.pcall('ZSCORE', KEYS[i], ARGV[1])
-    -- A member whose lease ended was no longer a holder: removed, not released.
-    if type(score) == 'string' and longest and tonumber(score) - now() > longest then
-      score = nil
-    end
-    if type(score) == 'string' and redis.call('ZREM', KEYS[i], ARGV[1]) == 1 and tonumber(score) > now() then
-      deleted = deleted + 1
-      if ARGV[2] ~= '' then
-        local permits = tonumber(string.match(ARGV[1], '^(%d+):')) or 1
-        for p = 1, math.min(permits, 64) do
-          announce(ARGV[2] .. KEYS[i], ARGV[1] .. '#' .. p)
+    if type(score) == 'string' then
+      local t = redis.call('TIME')
+      local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+      -- A member whose lease ended was no longer a holder: removed, not released;
+      -- one with more than ARGV[3] left is whoever continued the token's.
+      if (not longest or tonumber(score) - now <= longest)
+          and redis.call('ZREM', KEYS[i], ARGV[1]) == 1 and tonumber(score) > now then
+        deleted = deleted + 1
+        if ARGV[2] ~= '' then
+          local permits = tonumber(string.match(ARGV[1], '^(%d+):')) or 1
+          for p = 1, math.min(permits, 64) do
+            local n = redis.pcall('PUBLISH', ARGV[2] .. KEYS[i], ARGV[1] .. '#' .. p)
+            if type(n) == 'number' and n > heard then
+              heard = n
+            end
+          end
         end
       end
     end
   elseif v == ARGV[1] and (not longest or redis.call('PTTL', KEYS[i]) <= longest) then
     deleted = deleted + redis.call('DEL', KEYS[i])
     if ARGV[2] ~= '' then
-      announce(ARGV[2] .. KEYS[i], ARGV[1])
+      local n = redis.pcall('PUBLISH', ARGV[2] .. KEYS[i], ARGV[1])
+      if type(n) == 'number' and n > heard then
+        heard = n
+      end
     end
   end
 end
-return {deleted, heard}
+if heard > 1 then
+  return {deleted, heard}
+end
+return deleted

@@ -49,7 +49,8 @@ pub fn call_for(
 }
 
 /// How many clients the release's notice reached on the node that sent
-/// `reply`: the script's second number, or a script-free unlock's
+/// `reply`: the script's second number (which it gives only when more than
+/// one client heard: 0 here for a plain count), or a script-free unlock's
 /// `PUBLISH` reply (0 when no notice went out, or it was refused).
 pub fn heard(reply: &Answer) -> i64 {
     match reply {
@@ -124,10 +125,13 @@ mod tests {
     #[test]
     fn a_release_tells_how_many_clients_its_notice_reached() {
         let int = |n| Reply::Int(n);
-        // The script: keys deleted, then the most clients a notice reached.
+        // The script: keys deleted, then the most clients a notice reached
+        // when more than one did; the count alone otherwise.
         let script = Ok(Reply::Array(vec![int(1), int(3)]));
         assert_eq!(heard(&script), 3);
         assert_eq!(answer(script, 1), NodeAnswer::Ok);
+        assert_eq!(heard(&Ok(int(1))), 0);
+        assert_eq!(answer(Ok(int(1)), 1), NodeAnswer::Ok);
         // A script-free unlock: DELIFEQ's reply, then PUBLISH's, or its refusal.
         let refused = Ok(Reply::Array(vec![
             int(1),
