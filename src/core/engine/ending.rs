@@ -61,8 +61,9 @@ pub(crate) fn released_by_caller(
     if release_verdict(inner, state, answers)? {
         inner.stats.released.fetch_add(1, Ordering::Relaxed);
         if let (LockKind::Key, Some(heard)) = (state.kind, heard) {
-            let ours = state.keys.iter().any(|k| inner.waiters.waiting(k));
-            if heard <= i64::from(ours) {
+            // This client's own subscription is one of those the notice
+            // reached; without a waiter here there is nobody to wake.
+            if heard <= 1 && state.keys.iter().any(|k| inner.waiters.waiting(k)) {
                 for key in state.keys.iter() {
                     inner.waiters.released(key, state.token.as_str());
                 }

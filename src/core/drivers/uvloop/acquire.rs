@@ -138,11 +138,11 @@ impl FastAcquire {
         while let Some(t) = acq.poll_transmit() {
             let packed = match &self.packed {
                 Some((purpose, p)) if *purpose == t.purpose => p.clone(),
-                // One node: the command is its connection's own.
-                _ if self.inner.nodes.len() == 1 => Packed::One(Script::of(t.call)),
                 _ => {
-                    let p = Packed::Shared(Arc::new(Script::of(t.call)));
-                    self.packed = Some((t.purpose, p.clone()));
+                    let p = Packed::for_nodes(Script::of(t.call), self.inner.nodes.len());
+                    if let Packed::Shared(_) = p {
+                        self.packed = Some((t.purpose, p.clone()));
+                    }
                     p
                 }
             };
