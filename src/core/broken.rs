@@ -53,7 +53,7 @@ pub fn mode() -> Broken {
 
 /// The clock-drift allowance as the lock uses it (none under `NoDrift`).
 pub fn drift(allowance: std::time::Duration) -> std::time::Duration {
-    if mode() == Broken::NoDrift {
+    if matches!(mode(), Broken::NoDrift) {
         std::time::Duration::ZERO
     } else {
         allowance
@@ -68,7 +68,7 @@ pub fn validity_start(sent: std::time::Instant) -> std::time::Instant {
 
 /// [`validity_start`] for replies judged at `now`.
 pub fn validity_start_at(sent: std::time::Instant, now: std::time::Instant) -> std::time::Instant {
-    if mode() == Broken::LateClock {
+    if matches!(mode(), Broken::LateClock) {
         now
     } else {
         sent
@@ -77,12 +77,12 @@ pub fn validity_start_at(sent: std::time::Instant, now: std::time::Instant) -> s
 
 /// `SwallowFailures`: a lost lock is kept and renewed as if it were held.
 pub fn swallows_losses() -> bool {
-    mode() == Broken::SwallowFailures
+    matches!(mode(), Broken::SwallowFailures)
 }
 
 /// The limit a semaphore's acquire script enforces (one too many under `SemOverLimit`).
 pub fn sem_limit(limit: u32) -> u32 {
-    if mode() == Broken::SemOverLimit {
+    if matches!(mode(), Broken::SemOverLimit) {
         limit.saturating_add(1)
     } else {
         limit
@@ -91,17 +91,17 @@ pub fn sem_limit(limit: u32) -> u32 {
 
 /// `SemMinoritySlot`: slots granted by a minority (one node) count.
 pub fn slot_minority() -> bool {
-    mode() == Broken::SemMinoritySlot
+    matches!(mode(), Broken::SemMinoritySlot)
 }
 
 /// `StaleHandoff`: a fair lock's hand-off is taken whatever came after it.
 pub fn trusts_stale_handoffs() -> bool {
-    mode() == Broken::StaleHandoff
+    matches!(mode(), Broken::StaleHandoff)
 }
 
 /// `PlainDel`: the release as a plain `DEL` of whatever the keys hold.
 pub fn release_cmd(keys: &[String]) -> Option<redis::Cmd> {
-    (mode() == Broken::PlainDel).then(|| {
+    (matches!(mode(), Broken::PlainDel)).then(|| {
         let mut del = redis::cmd("DEL");
         del.arg(keys);
         del
@@ -111,13 +111,13 @@ pub fn release_cmd(keys: &[String]) -> Option<redis::Cmd> {
 /// `PlainDel`: a lock whose validity ran out still sends its (plain `DEL`)
 /// release, as a naive lock's cleanup does.
 pub fn cleans_up_lapsed() -> bool {
-    mode() == Broken::PlainDel
+    matches!(mode(), Broken::PlainDel)
 }
 
 /// `ExtendRecreates`: the extend as an `EVAL` that sets the keys whatever they
 /// hold (ARGV: token, ttl), instead of the token-checked script.
 pub fn extend_cmd() -> Option<redis::Cmd> {
-    (mode() == Broken::ExtendRecreates).then(|| {
+    (matches!(mode(), Broken::ExtendRecreates)).then(|| {
         let mut eval = redis::cmd("EVAL");
         eval.arg(RECREATE);
         eval
@@ -127,7 +127,7 @@ pub fn extend_cmd() -> Option<redis::Cmd> {
 /// `ExtendRecreates` for the watchdog's batches: the source of a script taking
 /// the renewal script's arguments that sets every key whatever it holds.
 pub fn renew_script() -> Option<&'static str> {
-    (mode() == Broken::ExtendRecreates).then_some(RENEW_RECREATES)
+    (matches!(mode(), Broken::ExtendRecreates)).then_some(RENEW_RECREATES)
 }
 
 const RENEW_RECREATES: &str = "local out, k, a = {}, 1, 2 \

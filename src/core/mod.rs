@@ -18,9 +18,10 @@
 //!   `tokio.rs` in a task, `uvloop/` on the JS thread;
 //! - `client/`: the entry point.
 //!
-//! `error.rs`, `time.rs`, `sync.rs`, `memory.rs`, `tls.rs` and `broken.rs`
+//! `error.rs`, `base.rs` (the clock, std locks, spawning), `memory.rs`, `tls.rs` and `broken.rs`
 //! (the fault suite's deliberately broken variants) are used by every layer.
 
+pub mod base;
 pub mod broken;
 pub mod client;
 pub mod config;
@@ -31,8 +32,6 @@ pub mod memory;
 pub mod model;
 pub mod ops;
 pub mod quorum;
-mod sync;
-pub mod time;
 pub mod tls;
 pub mod transport;
 

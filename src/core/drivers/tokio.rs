@@ -22,9 +22,9 @@ use crate::core::engine::acquire::{
 use crate::core::engine::inner::Inner;
 use crate::core::engine::lock::Lock;
 use crate::core::error::{NodeAnswer, Result};
-use crate::core::model::LateAnswers;
 use crate::core::ops::acquisition::{Acquisition, Cancel, Event, Outcome, Purpose, Take, Transmit};
 use crate::core::ops::Answer;
+use crate::core::ops::LateAnswers;
 use crate::core::transport::tokio::Connection;
 
 /// A node's reply to one of the machine's commands (with how many replicas

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use futures_util::future::join_all;
 
+use crate::core::base::{later, ms_of};
 use crate::core::engine::acquire::{self, Request};
 use crate::core::engine::inner::Inner;
 use crate::core::engine::lock::Lock;
@@ -15,9 +16,8 @@ use crate::core::engine::lock_state::lost;
 use crate::core::engine::lock_state::{LockState, NewLock};
 use crate::core::error::{LockError, NodeAnswer, Result};
 use crate::core::model::keys;
-use crate::core::model::Answers;
+use crate::core::ops::Answers;
 use crate::core::quorum::{self, Renewed, Tally};
-use crate::core::time::{later, ms_of};
 use crate::core::transport::tokio::Renewal;
 
 /// The longest token accepted: lockdog's own are 36 characters; other

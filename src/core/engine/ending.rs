@@ -6,14 +6,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::core::base::later;
 use crate::core::broken;
 use crate::core::engine::inner::{Event, Inner};
 use crate::core::engine::lock_state::{LockState, Release};
 use crate::core::error::{LockError, NodeAnswer, Result};
-use crate::core::model::{LockKind, SharedAnswers};
+use crate::core::model::LockKind;
 use crate::core::ops::gather::Gather;
+use crate::core::ops::SharedAnswers;
 use crate::core::quorum::{self, Released, Tally};
-use crate::core::time::later;
 use crate::core::transport::tokio::collect::{Call, Collect};
 use crate::core::transport::tokio::Renewal;
 
@@ -97,7 +98,7 @@ pub(crate) async fn release_until_decided(
     state: &Arc<LockState>,
     longest: Option<Duration>,
 ) -> Vec<NodeAnswer> {
-    let longest_ms = longest.map(crate::core::time::ms_of);
+    let longest_ms = longest.map(crate::core::base::ms_of);
     let timeout = inner.cfg.command_timeout;
     let keys: Arc<[String]> = Arc::from(&state.keys[..]);
     let token: Arc<str> = state.token.as_str().into();

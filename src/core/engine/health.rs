@@ -17,8 +17,8 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::core::base;
 use crate::core::error::NodeAnswer;
-use crate::core::sync;
 
 /// An identical fault of one node is reported again at most this often.
 pub const REPEAT_EVERY: Duration = Duration::from_secs(10);
@@ -99,7 +99,7 @@ impl Health {
     /// error reply) and says whether to report it.
     pub fn fault(&self, node: usize, answer: &NodeAnswer, now: Instant) -> Verdict {
         let text = answer.to_string();
-        let mut h = sync::lock(&self.nodes[node]);
+        let mut h = base::lock(&self.nodes[node]);
         let mut went_down = false;
         if answer.is_transient() {
             match &mut h.outage {
@@ -134,7 +134,7 @@ impl Health {
 
     /// Node `node` answered: ends its outage, if it had one.
     pub fn answered(&self, node: usize, now: Instant) -> Option<Recovered> {
-        let mut h = sync::lock(&self.nodes[node]);
+        let mut h = base::lock(&self.nodes[node]);
         let outage = h.outage.take()?;
         h.since = SystemTime::now();
         h.last = None;
@@ -146,7 +146,7 @@ impl Health {
     }
 
     pub fn status(&self, node: usize) -> NodeStatus {
-        let h = sync::lock(&self.nodes[node]);
+        let h = base::lock(&self.nodes[node]);
         let since_ms = h
             .since
             .duration_since(UNIX_EPOCH)

@@ -11,6 +11,7 @@ use std::time::Instant;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::core::base::wait_until;
 use crate::core::config::ClientConfig;
 use crate::core::engine::health::{self, Health};
 use crate::core::engine::stats::Stats;
@@ -19,7 +20,6 @@ use crate::core::engine::watchdog::Watchdog;
 use crate::core::error::{LockError, NodeAnswer, NodeReport, Result};
 use crate::core::model::LockKind;
 use crate::core::quorum::{self};
-use crate::core::time::wait_until;
 use crate::core::transport::tokio::collect::Collect;
 use crate::core::transport::tokio::Node;
 
@@ -138,7 +138,7 @@ impl Inner {
         self.background.running.fetch_add(1, Ordering::AcqRel);
         let running = Running(self.clone());
         // No runtime left (the environment ends): dropped, and no longer counted.
-        crate::core::sync::spawn(async move {
+        crate::core::base::spawn(async move {
             let _running = running;
             task.await
         });
@@ -209,7 +209,7 @@ impl Inner {
     fn probe(&self, node: usize) {
         let client = self.me.clone();
         let closing = self.closing.clone();
-        crate::core::sync::spawn(async move {
+        crate::core::base::spawn(async move {
             let mut pause = health::PROBE_FIRST;
             loop {
                 tokio::select! {

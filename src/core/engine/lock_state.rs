@@ -7,11 +7,12 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+use crate::core::base;
+use crate::core::base::{from_us, ms_of, to_us, wait_until};
 use crate::core::error::LockError;
 use crate::core::model::keys::Keys;
-use crate::core::model::{Answers, LockKind, Token};
-use crate::core::sync;
-use crate::core::time::{from_us, ms_of, to_us, wait_until};
+use crate::core::model::{LockKind, Token};
+use crate::core::ops::Answers;
 
 const HELD: u8 = 0;
 const RELEASED: u8 = 1;
@@ -128,7 +129,7 @@ pub struct NewLock {
     pub answers: Answers,
 }
 
-impl crate::core::model::KeepsAnswers for LockState {
+impl crate::core::ops::KeepsAnswers for LockState {
     fn answers(&self) -> &Answers {
         &self.answers
     }
@@ -293,7 +294,7 @@ impl LockState {
     /// is told with the `ERR_LOCK_CLOSED` that [`LockState::ending`] gives;
     /// false if it had already ended.
     pub fn end_closed(&self) -> bool {
-        let mut ending = sync::lock(&self.ending);
+        let mut ending = base::lock(&self.ending);
         let won = self.end(RELEASED);
         if won {
             let label = self.label();
@@ -321,7 +322,7 @@ impl LockState {
             "on release its key was gone or held by another owner"
         };
         let err = lost(&self.label(), why);
-        let mut ending = sync::lock(&self.ending);
+        let mut ending = base::lock(&self.ending);
         if ending.is_some() {
             // Its client's close ended it, and its holder was told so.
             return None;
@@ -341,7 +342,7 @@ impl LockState {
     /// Waiters on [`LockState::ended`] are woken by [`LockState::notify_ended`],
     /// once the loss has been counted and reported.
     pub fn end_lost(&self, why: LockError) -> bool {
-        let mut ending = sync::lock(&self.ending);
+        let mut ending = base::lock(&self.ending);
         if ending.is_none() && self.status() == Status::Held {
             *ending = Some(Box::new(why));
         }
@@ -372,7 +373,7 @@ impl LockState {
         if self.status() != Status::Lost {
             return None;
         }
-        sync::lock(&self.ending).as_deref().cloned()
+        base::lock(&self.ending).as_deref().cloned()
     }
 
     /// What ended the lock before its holder let go, once it did: its loss
@@ -380,7 +381,7 @@ impl LockState {
     pub fn ending(&self) -> Option<LockError> {
         match self.status() {
             Status::Held | Status::HandedOver => None,
-            Status::Released | Status::Lost => sync::lock(&self.ending).as_deref().cloned(),
+            Status::Released | Status::Lost => base::lock(&self.ending).as_deref().cloned(),
         }
     }
 

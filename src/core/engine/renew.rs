@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
+use crate::core::base::{later, ms_of};
 use crate::core::engine::ending;
 use crate::core::engine::inner::{Event, Inner};
 use crate::core::engine::lock_state::lost;
@@ -18,7 +19,6 @@ use crate::core::engine::watchdog::{Renewer, Watchdog};
 use crate::core::error::{LockError, NodeAnswer, Result};
 use crate::core::ops;
 use crate::core::quorum::{Renewed, Tally};
-use crate::core::time::{later, ms_of};
 use crate::core::transport::tokio::Renewal;
 
 const MAX_HOLD_REACHED: &str = "maxHold was reached, so the watchdog let it expire";

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::core::base;
+use crate::core::base::{from_us, later, to_us};
 use crate::core::engine::lock_state::{LockState, Status};
-use crate::core::sync;
-use crate::core::time::{from_us, later, to_us};
 
 /// What the scheduler drives: it owns the watchdog and acts on its verdicts.
 pub trait Renewer: Send + Sync + 'static {
@@ -104,7 +104,7 @@ impl Watchdog {
         if self.started.swap(true, Ordering::AcqRel) {
             return;
         }
-        let started = crate::core::sync::spawn(run(
+        let started = crate::core::base::spawn(run(
             Arc::downgrade(owner),
             self.wake.clone(),
             self.stop.clone(),
@@ -140,7 +140,7 @@ impl Watchdog {
         };
         let due = slot.due(now);
         {
-            let mut schedule = sync::lock(&self.schedule);
+            let mut schedule = base::lock(&self.schedule);
             schedule.remove(&slot.state);
             schedule.insert(slot, now);
         }
@@ -153,13 +153,13 @@ impl Watchdog {
     }
 
     pub fn unwatch(&self, state: &LockState) {
-        sync::lock(&self.schedule).remove(state);
+        base::lock(&self.schedule).remove(state);
     }
 
     /// After a manual extend: the next renewal is one interval from now.
     pub fn reschedule(&self, state: &LockState) {
         let now = Instant::now();
-        sync::lock(&self.schedule).requeue(state, now, |slot| {
+        base::lock(&self.schedule).requeue(state, now, |slot| {
             slot.next_renew = to_us(later(now, slot.state.renew_every()));
         });
         self.wake.notify_one();
@@ -167,7 +167,7 @@ impl Watchdog {
 
     /// Every lock still watched (for close).
     pub fn drain(&self) -> Vec<Arc<LockState>> {
-        let queue = std::mem::take(&mut sync::lock(&self.schedule).queue);
+        let queue = std::mem::take(&mut base::lock(&self.schedule).queue);
         queue
             .into_values()
             .map(|slot| {
@@ -183,7 +183,7 @@ impl Watchdog {
     fn scan(&self, now: Instant) -> (Vec<Arc<LockState>>, Vec<Arc<LockState>>, Instant) {
         let mut expired = Vec::new();
         let mut batch = Vec::new();
-        let mut schedule = sync::lock(&self.schedule);
+        let mut schedule = base::lock(&self.schedule);
         // Renewing a little early is harmless and keeps renewals in few,
         // large batches: once one lock is due, those due within a quarter of
         // their interval go with it.
@@ -230,7 +230,7 @@ impl Watchdog {
     /// interval after the batch was sent if it worked, soon if it did not.
     pub fn done(&self, state: &LockState, renewed: bool, sent_at: Instant) {
         let now = Instant::now();
-        sync::lock(&self.schedule).requeue(state, now, |slot| {
+        base::lock(&self.schedule).requeue(state, now, |slot| {
             slot.in_flight = false;
             let every = slot.state.renew_every();
             slot.next_renew = to_us(if renewed {

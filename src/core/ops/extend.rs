@@ -6,12 +6,12 @@ use std::time::{Duration, Instant};
 
 use super::gather::{counted, Answer, Reply};
 use super::gather::{Gather, Progress};
+use crate::core::base::later;
 use crate::core::error::NodeAnswer;
 use crate::core::model::LockKind;
 use crate::core::ops::call::Call;
 use crate::core::ops::scripts;
 use crate::core::quorum::{self, Renewed, Tally};
-use crate::core::time::later;
 
 /// The extend script for `keys` held by `token` (a lock of `kind`), to a
 /// lease of `ttl_ms`; a lock of one key may go without it

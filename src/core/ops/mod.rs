@@ -31,4 +31,6 @@ pub mod renew;
 pub mod script_free;
 pub mod scripts;
 
-pub use gather::{Answer, Gather, Progress, Reply};
+pub use gather::{
+    Answer, Answers, Gather, KeepsAnswers, LateAnswers, Progress, Reply, SharedAnswers,
+};

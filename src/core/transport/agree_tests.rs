@@ -1,6 +1,6 @@
 //! Every operation fed the same literal replies through both drivers' reading
 //! of them (tokio: redis-rs's parse into a `redis::Value`, then
-//! `runtime::reply`; the fast path: `uvloop::resp`), with the same outcome.
+//! `runtime::reply`; the fast path: `uvloop::socket::decode`), with the same outcome.
 
 use std::time::{Duration, Instant};
 
@@ -8,13 +8,14 @@ use bytes::BytesMut;
 use redis::RedisError;
 
 use crate::core::error::NodeAnswer;
-use crate::core::model::{Answers, LateAnswers, LockKind};
+use crate::core::model::LockKind;
 use crate::core::ops::permits::{self, SlotReply};
 use crate::core::ops::scripts;
 use crate::core::ops::{acquire, extend, release, renew, Answer, Gather, Progress, Reply};
+use crate::core::ops::{Answers, LateAnswers};
 use crate::core::quorum::{Acquired, Released, Renewed};
 use crate::core::transport::tokio::reply::answer_of;
-use crate::core::transport::uvloop::resp;
+use crate::core::transport::uvloop::socket::decode;
 
 /// The tokio driver's reply for these bytes.
 fn tokio(bytes: &[u8]) -> Answer {
@@ -24,7 +25,7 @@ fn tokio(bytes: &[u8]) -> Answer {
 /// The fast driver's reply for these bytes.
 fn fast(bytes: &[u8]) -> Answer {
     let mut buf = BytesMut::from(bytes);
-    let reply = resp::decode(&mut buf).expect("a valid reply");
+    let reply = decode(&mut buf).expect("a valid reply");
     Ok(reply.expect("a whole reply"))
 }
 

@@ -24,8 +24,8 @@ use crate::core::engine::inner::{Inner, Running};
 use crate::core::engine::lock::Lock;
 use crate::core::engine::waiters::Waker;
 use crate::core::error::LockError;
-use crate::core::model::LateAnswers;
 use crate::core::ops::acquisition::{Acquisition, Cancel, Event, Outcome, Purpose};
+use crate::core::ops::LateAnswers;
 
 /// The acquisition of `request` on the JS thread, its first attempt ready
 /// to send once its turn came (earlier callers of its client for the key

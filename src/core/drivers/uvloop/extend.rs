@@ -5,13 +5,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Decided, Late, Packed, Reply};
+use crate::core::base::ms_of;
 use crate::core::engine::inner::Inner;
 use crate::core::engine::lock::Lock;
 use crate::core::engine::lock_state::LockState;
 use crate::core::engine::renew;
 use crate::core::error::Result;
 use crate::core::ops;
-use crate::core::time::ms_of;
 use crate::core::transport::uvloop::owed::Script;
 
 /// A manual extension on every node, its answers so far.

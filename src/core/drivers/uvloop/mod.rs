@@ -17,8 +17,8 @@ use redis::ConnectionInfo;
 use crate::core::broken::{self, Broken};
 use crate::core::engine::inner::{Inner, Running};
 use crate::core::error::NodeAnswer;
-use crate::core::model::{LateAnswers, SharedAnswers};
 use crate::core::ops::Progress;
+use crate::core::ops::{LateAnswers, SharedAnswers};
 use crate::core::quorum::NodeAnswers;
 pub use crate::core::transport::uvloop::owed::Packed;
 

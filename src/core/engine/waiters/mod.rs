@@ -1,34 +1,27 @@
-//! Waiting for a held lock without polling it: the callers of one client that
-//! wait for the same key queue up in arrival order, and a release notice for
-//! that key (a Redis pub/sub message the release script publishes) wakes the
-//! first of them only, so a release costs one acquire attempt, not one per
-//! waiter. Waiters still retry on their own timers, so a lost notice or a
-//! crashed holder costs time, never liveness.
+//! Waiting for a held lock without polling it: the callers of one client that wait for the same key
+//! queue up in arrival order, and a release notice for that key (a Redis pub/sub message the
+//! release script publishes) wakes the first of them only, so a release costs one acquire attempt,
+//! not one per waiter. Waiters still retry on their own timers, so a lost notice or a crashed
+//! holder costs time, never liveness.
 //!
-//! A fair lock's release hands the key to the first live waiter in the line
-//! kept in Redis and announces it as `>token n`, n the number of that
-//! waiter's attempt that last renewed its place (`>token n fence` when the
-//! waiter hands out fencing tokens: the fence counter's value the hand-off
-//! set): only the waiter with that token is woken, and it holds the lock
-//! already if no attempt of its own found it still waiting after attempt n
-//! (then the hand-off is stale).
+//! A fair lock's release hands the key to the first live waiter in the line kept in Redis and
+//! announces it as `>token n`, n the number of that waiter's attempt that last renewed its place
+//! (`>token n fence` when the waiter hands out fencing tokens: the fence counter's value the
+//! hand-off set): only the waiter with that token is woken, and it holds the lock already if no
+//! attempt of its own found it still waiting after attempt n (then the hand-off is stale).
 //!
-//! Before any of that, the callers of one client that acquire the same key
-//! are served in call order from the very first call (a new client has no
-//! connection yet, and the runtime may run their first attempts in any
-//! order): each takes an [`Arrival`] when it is called, sends its first
-//! attempt only once every earlier caller's first attempt was answered (so
-//! it finds the key held by the first of them), and takes its place in the
-//! queue by call order, not by when its attempt came back. A waiter that
-//! finds earlier callers of its client already queued joins the queue
-//! behind them without an attempt, and a retry timer that fires behind the
-//! first in line wakes the first instead: nobody of one client overtakes an
-//! earlier caller, even when a notice is lost.
+//! Before any of that, the callers of one client that acquire the same key are served in call order
+//! from the very first call (a new client has no connection yet, and the runtime may run their
+//! first attempts in any order): each takes an [`Arrival`] when it is called, sends its first
+//! attempt only once every earlier caller's first attempt was answered (so it finds the key held by
+//! the first of them), and takes its place in the queue by call order, not by when its attempt came
+//! back. A waiter that finds earlier callers of its client already queued joins the queue behind
+//! them without an attempt, and a retry timer that fires behind the first in line wakes the first
+//! instead: nobody of one client overtakes an earlier caller, even when a notice is lost.
 //!
-//! [`Arrival`] (below) is the line of callers in call order, `place.rs` a waiter's
-//! place in a key's queue, `handoff.rs` a fair hand-off's notice; the queues
-//! themselves, the release notices and the fair hand-offs are [`Waiters`],
-//! here.
+//! [`Arrival`] (below) is the line of callers in call order, `place.rs` a waiter's place in a key's
+//! queue, `handoff.rs` a fair hand-off's notice; the queues themselves, the release notices and the
+//! fair hand-offs are [`Waiters`], here.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -36,15 +29,15 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
+use crate::core::base;
 use crate::core::model::keys::CHANNEL_PREFIX;
-use crate::core::sync;
 
 mod handoff;
 mod place;
 #[cfg(test)]
 mod tests;
 
-use crate::core::time::wait_until;
+use crate::core::base::wait_until;
 use handoff::Handoff;
 pub use place::{Place, Waker};
 
@@ -105,7 +98,7 @@ impl Waiters {
             turn: None,
             waker: None,
         };
-        let mut lines = sync::lock(&self.lines);
+        let mut lines = base::lock(&self.lines);
         let key = match lines.get_key_value(key) {
             Some((shared, _)) => shared.clone(),
             None => Arc::from(key),
@@ -142,7 +135,7 @@ impl Waiters {
             handed_fence: AtomicI64::new(0),
             waker: Mutex::default(),
         });
-        let mut queues = sync::lock(&self.queues);
+        let mut queues = base::lock(&self.queues);
         let first = !queues.contains_key(key);
         let queue = queues.entry(key.to_string()).or_default();
         if let Some(i) = queue.early.iter().position(|h| h.to == token) {
@@ -166,7 +159,7 @@ impl Waiters {
     /// Takes a waiter out of the queue. A notice it had not acted on goes to
     /// the next waiter. True when nobody waits for `key` any more.
     pub fn leave(&self, key: &str, place: &Place) -> bool {
-        let mut queues = sync::lock(&self.queues);
+        let mut queues = base::lock(&self.queues);
         let Some(queue) = queues.get_mut(key) else {
             return true;
         };
@@ -187,7 +180,7 @@ impl Waiters {
     /// True when a waiter that arrived before `seq` ([`Arrival::seq`]) is
     /// queued for `key`.
     pub fn waiting_before(&self, key: &str, seq: u64) -> bool {
-        sync::lock(&self.queues)
+        base::lock(&self.queues)
             .get(key)
             .is_some_and(|q| q.places.front().is_some_and(|p| p.seq < seq))
     }
@@ -195,7 +188,7 @@ impl Waiters {
     /// For a waiter whose retry timer fired: when another waiter is first in
     /// line for `key`, wakes that one (it tries next) and returns true.
     pub fn wake_first_instead(&self, key: &str, place: &Place) -> bool {
-        let queues = sync::lock(&self.queues);
+        let queues = base::lock(&self.queues);
         match queues.get(key).and_then(|q| q.places.front()) {
             Some(first) if first.id != place.id => {
                 first.wake();
@@ -207,14 +200,14 @@ impl Waiters {
 
     /// How many callers wait in the queue for `key`.
     pub fn queued(&self, key: &str) -> usize {
-        sync::lock(&self.queues)
+        base::lock(&self.queues)
             .get(key)
             .map_or(0, |q| q.places.len())
     }
 
     /// True while somebody waits for `key`.
     pub fn waiting(&self, key: &str) -> bool {
-        sync::lock(&self.queues).contains_key(key)
+        base::lock(&self.queues).contains_key(key)
     }
 
     /// A release notice: `key` was released by the holder of `token`. Wakes
@@ -223,7 +216,7 @@ impl Waiters {
     /// waiter not woken yet, so a release wakes as many waiters as it frees
     /// permits; a lock's notice only ever wakes the first in line.
     pub fn released(&self, key: &str, token: &str) {
-        let mut queues = sync::lock(&self.queues);
+        let mut queues = base::lock(&self.queues);
         let Some(queue) = queues.get_mut(key) else {
             return;
         };
@@ -268,7 +261,7 @@ impl Waiters {
     /// taken once: the attempt of that waiter it came after (0: unknown)
     /// and the fence it came with.
     pub fn handed_over(&self, key: &str, token: &str) -> Option<(u64, Option<i64>)> {
-        sync::lock(&self.queues).get(key).and_then(|q| {
+        base::lock(&self.queues).get(key).and_then(|q| {
             q.places.iter().find(|p| p.token == token).and_then(|p| {
                 let after = p.handed.swap(0, Ordering::AcqRel);
                 let fence = p.handed_fence.swap(0, Ordering::AcqRel);
@@ -321,7 +314,7 @@ impl Arrival {
     /// True when this caller may send its first attempt: every earlier
     /// caller's first attempt was answered (or that caller is done).
     pub fn may_go(&self) -> bool {
-        let lines = sync::lock(&self.waiters.lines);
+        let lines = base::lock(&self.waiters.lines);
         lines.get(&self.key).is_none_or(|line| {
             line.iter()
                 .take_while(|c| c.seq != self.seq)
@@ -332,7 +325,7 @@ impl Arrival {
     /// Completes once [`Arrival::may_go`].
     pub async fn turn(&self) {
         let turn = {
-            let mut lines = sync::lock(&self.waiters.lines);
+            let mut lines = base::lock(&self.waiters.lines);
             let me = lines
                 .get_mut(&self.key)
                 .and_then(|line| line.iter_mut().find(|c| c.seq == self.seq));
@@ -349,7 +342,7 @@ impl Arrival {
     /// [`Arrival::may_go`]); at once if it has.
     pub fn on_turn(&self, waker: Waker) {
         {
-            let mut lines = sync::lock(&self.waiters.lines);
+            let mut lines = base::lock(&self.waiters.lines);
             let me = lines
                 .get_mut(&self.key)
                 .and_then(|line| line.iter_mut().find(|c| c.seq == self.seq));
@@ -365,7 +358,7 @@ impl Arrival {
     /// This caller's first attempt was answered without taking the lock: the
     /// next caller may send its own.
     pub fn answered(&self) {
-        let mut lines = sync::lock(&self.waiters.lines);
+        let mut lines = base::lock(&self.waiters.lines);
         let Some(line) = lines.get_mut(&self.key) else {
             return;
         };
@@ -381,7 +374,7 @@ impl Arrival {
 
 impl Drop for Arrival {
     fn drop(&mut self) {
-        let mut lines = sync::lock(&self.waiters.lines);
+        let mut lines = base::lock(&self.waiters.lines);
         let Some(line) = lines.get_mut(&self.key) else {
             return;
         };

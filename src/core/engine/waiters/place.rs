@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
-use crate::core::sync;
-use crate::core::time::wait_until;
+use crate::core::base;
+use crate::core::base::wait_until;
 
 /// What a waiter that is not a task is told when it is woken (the JS
 /// thread's driver: it queues its turn there); called on the thread that woke it.
@@ -51,7 +51,7 @@ impl Place {
 
     /// Tells `waker` of every wake from now on (at once if one is pending).
     pub fn on_wake(&self, waker: Waker) {
-        *sync::lock(&self.waker) = Some(waker.clone());
+        *base::lock(&self.waker) = Some(waker.clone());
         if self.woken.load(Ordering::Acquire) {
             waker();
         }
@@ -60,7 +60,7 @@ impl Place {
     pub(super) fn wake(&self) {
         self.woken.store(true, Ordering::Release);
         self.notify.notify_waiters();
-        let waker = sync::lock(&self.waker).clone();
+        let waker = base::lock(&self.waker).clone();
         if let Some(waker) = waker {
             waker();
         }

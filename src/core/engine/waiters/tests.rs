@@ -7,7 +7,7 @@ use std::time::Duration;
 impl Waiters {
     /// True while `place` is first in line for `key`.
     fn is_head(&self, key: &str, place: &Place) -> bool {
-        sync::lock(&self.queues)
+        base::lock(&self.queues)
             .get(key)
             .and_then(|q| q.places.front())
             .is_some_and(|s| s.id == place.id)

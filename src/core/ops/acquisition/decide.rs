@@ -18,18 +18,6 @@ pub(crate) struct Bounds {
     pub wait_bounds_attempts: bool,
 }
 
-impl Bounds {
-    /// The bounds of `plan`'s acquisition, begun at `now`.
-    pub(crate) fn of(plan: &super::Plan, now: Instant) -> Bounds {
-        Bounds {
-            retry_delay: plan.retry_delay,
-            retry_count: plan.retry_count,
-            wait_until: now + plan.wait_timeout,
-            wait_bounds_attempts: !plan.wait_timeout.is_zero(),
-        }
-    }
-}
-
 /// The nodes an attempt that did not win is undone on: a node that
 /// answered "held by another" provably wrote nothing, and one the driver
 /// could not reach never got the command; any other may hold its token, and

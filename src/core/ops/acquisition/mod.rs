@@ -1,35 +1,30 @@
-//! An acquisition of any kind ([`Take`]: a lock's keys, a semaphore's or
-//! read-write lock's permits on one key, a fair lock or fair permits in a
-//! line kept in Redis, a Redlock semaphore's numbered slots) from its turn
-//! among its client's callers to its outcome, as one machine with no I/O and no clock, in the manner of a
-//! sans-I/O protocol state machine: it is given the plan and `now`, and then
-//! only takes events ([`handle_turn`](Acquisition::handle_turn),
+//! An acquisition of any kind ([`Take`]: a lock's keys, a semaphore's or read-write lock's permits
+//! on one key, a fair lock or fair permits in a line kept in Redis, a Redlock semaphore's numbered
+//! slots) from its turn among its client's callers to its outcome, as one machine with no I/O and
+//! no clock, in the manner of a sans-I/O protocol state machine: it is given the plan and `now`,
+//! and then only takes events ([`handle_turn`](Acquisition::handle_turn),
 //! [`handle_reply`](Acquisition::handle_reply), [`handle_timeout`](Acquisition::handle_timeout),
-//! [`handle_notice`](Acquisition::handle_notice), [`cancel`](Acquisition::cancel))
-//! and answers questions ([`poll_transmit`](Acquisition::poll_transmit): what to
-//! send to which node; [`poll_timeout`](Acquisition::poll_timeout): when to be
-//! woken next; [`poll_event`](Acquisition::poll_event): what to report;
-//! [`outcome`](Acquisition::outcome): won, or the typed failure). A driver
-//! sends what it is told, arms one timer, forwards replies and notices, and
-//! decides nothing.
+//! [`handle_notice`](Acquisition::handle_notice), [`cancel`](Acquisition::cancel)) and answers
+//! questions ([`poll_transmit`](Acquisition::poll_transmit): what to send to which node;
+//! [`poll_timeout`](Acquisition::poll_timeout): when to be woken next;
+//! [`poll_event`](Acquisition::poll_event): what to report; [`outcome`](Acquisition::outcome): won,
+//! or the typed failure). A driver sends what it is told, arms one timer, forwards replies and
+//! notices, and decides nothing.
 //!
-//! The rules it runs: callers of one client for one key begin in call order
-//! (a later one behind those already in the key's line joins it instead of
-//! trying); an attempt on every node, decided at quorum in time
-//! (fencing waits for every node); a lost attempt is undone on the nodes that
-//! may hold its token before the next attempt goes out (one node keeps its
-//! token, so an attempt that landed without a reply still counts as ours;
-//! several nodes get a fresh token per attempt); contention and an outage are
-//! waited out within `waitTimeout` and `retryCount`, pausing `retryDelay` +
-//! jitter (from an RNG the machine owns), or until the holder's release
-//! notice once notices are heard; the undo still owed when it ends is
-//! the driver's to send and forget (and, in a fair line, leaving it).
+//! The rules it runs: callers of one client for one key begin in call order (a later one behind
+//! those already in the key's line joins it instead of trying); an attempt on every node, decided
+//! at quorum in time (fencing waits for every node); a lost attempt is undone on the nodes that may
+//! hold its token before the next attempt goes out (one node keeps its token, so an attempt that
+//! landed without a reply still counts as ours; several nodes get a fresh token per attempt);
+//! contention and an outage are waited out within `waitTimeout` and `retryCount`, pausing
+//! `retryDelay` + jitter (from an RNG the machine owns), or until the holder's release notice once
+//! notices are heard; the undo still owed when it ends is the driver's to send and forget (and, in
+//! a fair line, leaving it).
 //!
-//! Here: the events it takes and the questions it answers, its waits in
-//! lines (its client's callers; a fair lock's hand-off); `state.rs` what it
-//! is in between, `plan.rs` what it is given and gives back, `steps.rs` its
-//! steps (attempt, verdict, undo, pause, end) and its timer, `decide.rs`
-//! and `failure.rs` its decisions after a verdict and its errors.
+//! Here: the events it takes and the questions it answers, its waits in lines (its client's
+//! callers; a fair lock's hand-off); `state.rs` what it is in between, `plan.rs` what it is given
+//! and gives back, `steps.rs` its steps (attempt, verdict, undo, pause, end) and its timer,
+//! `decide.rs` and `failure.rs` its decisions after a verdict and its errors.
 
 pub mod decide;
 pub mod failure;
@@ -52,14 +47,13 @@ use std::time::{Duration, Instant};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use self::decide::Bounds;
 use self::failure::aborted;
 use self::state::Phase;
 use super::gather::Answer;
+use crate::core::base::ms_of;
 use crate::core::error::{LockError, NodeAnswer};
 use crate::core::model::keys::Keys;
 use crate::core::model::Token;
-use crate::core::time::ms_of;
 
 impl Acquisition {
     /// Starts at `now` with `token` (a fresh one per attempt on several nodes
@@ -71,12 +65,11 @@ impl Acquisition {
         acq
     }
 
-    /// Starts at `now` behind earlier callers of the same client that already
-    /// wait for the key: no attempt yet; the first goes out when a release
-    /// notice wakes it ([`handle_notice`](Self::handle_notice)) or its pause
-    /// (`retryDelay` + jitter, or, once notices are heard and retries are not
-    /// counted, the lease plus jitter) ends. The wait ending first fails it as
-    /// behind earlier callers.
+    /// Starts at `now` behind earlier callers of the same client that already wait for the key:
+    /// no attempt yet; the first goes out when a release notice wakes it
+    /// ([`handle_notice`](Self::handle_notice)) or its pause (`retryDelay` + jitter, or, once
+    /// notices are heard and retries are not counted, the lease plus jitter) ends. The wait
+    /// ending first fails it as behind earlier callers.
     pub fn behind(plan: Plan, token: Token, seed: u64, now: Instant) -> Acquisition {
         let mut acq = Acquisition::in_turn(plan, token, seed, now);
         acq.handle_turn(true, now);
@@ -94,7 +87,7 @@ impl Acquisition {
 
     fn waiting(plan: Plan, token: Token, seed: u64, now: Instant) -> Acquisition {
         Acquisition {
-            bounds: Bounds::of(&plan, now),
+            bounds: plan.bounds(now),
             plan,
             token,
             phase: Phase::Done,
@@ -226,7 +219,7 @@ impl Acquisition {
                 let Some((_, op, out)) = self.won.as_deref_mut() else {
                     return;
                 };
-                let validity_from = crate::core::broken::validity_start_at(now, now);
+                let validity_from = now;
                 if let crate::core::ops::gather::Progress::Late {
                     node,
                     answer,

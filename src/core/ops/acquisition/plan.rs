@@ -8,12 +8,13 @@ use std::time::{Duration, Instant};
 use super::super::acquire::{self, LeaseTerms, ReadReply};
 use super::super::gather::Answer;
 use super::super::{permits, release};
+use super::decide::Bounds;
+use crate::core::base::ms_of;
 use crate::core::error::{LockError, NodeAnswer, NodeReport};
 use crate::core::model::keys::Keys;
 use crate::core::model::{self, line_keys, FairLease, Permits, Token};
 use crate::core::ops::call::Call;
 use crate::core::quorum::NodeAnswers;
-use crate::core::time::ms_of;
 
 /// What an attempt takes.
 #[derive(Debug, Clone)]
@@ -238,6 +239,16 @@ impl Plan {
             answer: answer.clone(),
         };
         self.nodes.iter().zip(answers).map(report).collect()
+    }
+
+    /// The caller's bounds on retrying, for an acquisition begun at `now`.
+    pub(crate) fn bounds(&self, now: Instant) -> Bounds {
+        Bounds {
+            retry_delay: self.retry_delay,
+            retry_count: self.retry_count,
+            wait_until: now + self.wait_timeout,
+            wait_bounds_attempts: !self.wait_timeout.is_zero(),
+        }
     }
 
     /// Each node's bound on answering an attempt: the node timeout, and an

@@ -1,5 +1,5 @@
-//! The acquisition's steps: sending an attempt, judging its answers, undoing
-//! a lost one, pausing, and ending; and its waits in its client's line.
+//! The acquisition's steps: sending an attempt, judging its answers, undoing a lost one, pausing,
+//! and ending; and its waits in its client's line.
 
 use std::time::Instant;
 
@@ -81,7 +81,11 @@ impl Acquisition {
         if let Some(slot) = slots.get_mut(node) {
             *slot = Some(permits::slots(reply.clone()));
         }
-        let validity_from = crate::core::broken::validity_start_at(started, now);
+        let validity_from = if cfg!(feature = "broken-modes") {
+            crate::core::broken::validity_start_at(started, now)
+        } else {
+            started
+        };
         let answers = match op.on_reply(node, reply, validity_from, now) {
             Progress::Waiting => return,
             Progress::Late { node, fault, .. } => {
@@ -199,8 +203,7 @@ impl Acquisition {
         self.queue_undo_but(n, nodes, "");
     }
 
-    /// The undo of attempt `n` on `nodes`, but the member `keep` (see
-    /// [`Take::undo_call`]).
+    /// The undo of attempt `n` on `nodes`, but the member `keep` (see [`Take::undo_call`]).
     fn queue_undo_but(&mut self, n: u32, nodes: &[bool], keep: &str) {
         if !nodes.iter().any(|&u| u) {
             return;
@@ -252,8 +255,7 @@ impl Acquisition {
         self.phase = Phase::Done;
     }
 
-    /// Ending after attempt `n` without the lock: a place in a fair line is
-    /// given up.
+    /// Ending after attempt `n` without the lock: a place in a fair line is given up.
     fn leave_line(&mut self, n: u32) {
         let Some(call) = (n > 0)
             .then(|| self.plan.take.leave_call(&self.plan, &self.token))
@@ -294,9 +296,8 @@ impl Acquisition {
     }
 }
 
-/// Its timer: the instant it must be woken at, and what comes due then
-/// (a node's bound on an attempt, an undo's deadline, the end of a pause,
-/// the end of the wait).
+/// Its timer: the instant it must be woken at, and what comes due then (a node's bound on an
+/// attempt, an undo's deadline, the end of a pause, the end of the wait).
 impl Acquisition {
     /// The instant it must be woken at ([`handle_timeout`](Self::handle_timeout)); `None` once decided.
     pub fn poll_timeout(&self) -> Option<Instant> {

@@ -7,8 +7,8 @@ use futures_util::future::BoxFuture;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use crate::core::error::NodeAnswer;
-use crate::core::model::{LateAnswers, SharedAnswers};
 use crate::core::ops::gather::{Gather, Progress};
+use crate::core::ops::{LateAnswers, SharedAnswers};
 
 /// One node's call: its answer and what else the operation reads from it.
 pub type Call<T> = BoxFuture<'static, (NodeAnswer, T)>;
@@ -164,7 +164,7 @@ mod tests {
 
     #[tokio::test]
     async fn late_answers_reach_the_record_and_their_faults_are_heard() {
-        let record = std::sync::Arc::new(crate::core::model::Answers::default());
+        let record = std::sync::Arc::new(crate::core::ops::Answers::default());
         let mut c = Collect::new(
             vec![
                 now(NodeAnswer::Ok, ()),

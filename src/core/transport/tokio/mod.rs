@@ -29,9 +29,9 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Client, Cmd, Pipeline, RedisFuture, Value};
 
+use crate::core::base;
 use crate::core::config::{ClientConfig, NodeSpec, SentinelConfig};
 use crate::core::error::{Fault, NodeAnswer};
-use crate::core::sync;
 use reply::Pace;
 
 pub use crate::core::ops::permits::SlotReply;
@@ -215,12 +215,12 @@ impl Node {
 
     /// The shared connection, opened on first use within the connect timeout.
     pub async fn connection(&self) -> Result<Connection, NodeAnswer> {
-        let shared = sync::read(&self.current).clone();
+        let shared = base::read(&self.current).clone();
         if let Some(con) = shared {
             if !self.is_stale(&con) {
                 return Ok(con);
             }
-            let mut current = sync::write(&self.current);
+            let mut current = base::write(&self.current);
             if current.as_ref().is_some_and(|c| self.is_stale(c)) {
                 *current = None;
             }
@@ -229,7 +229,7 @@ impl Node {
             return Err(NodeAnswer::Unreachable("the client is closed".into()));
         }
         let pending = {
-            let mut slot = sync::lock(&self.connecting);
+            let mut slot = base::lock(&self.connecting);
             match &*slot {
                 Some(pending) => pending.clone(),
                 None => {
@@ -256,13 +256,13 @@ impl Node {
         };
         let result = pending.clone().await;
         {
-            let mut slot = sync::lock(&self.connecting);
+            let mut slot = base::lock(&self.connecting);
             if slot.as_ref().is_some_and(|p| p.ptr_eq(&pending)) {
                 *slot = None; // done: the next caller reuses the connection or tries anew
             }
         }
         if let Ok(con) = &result {
-            let mut current = sync::write(&self.current);
+            let mut current = base::write(&self.current);
             if current.is_none() && !self.is_closed() {
                 self.scripts_sent.store(0, Ordering::Release);
                 *current = Some(con.clone());
@@ -283,10 +283,10 @@ impl Node {
     /// calls finish.
     pub fn disconnect(&self) {
         self.closed.store(true, Ordering::Release);
-        *sync::write(&self.current) = None;
+        *base::write(&self.current) = None;
         // A connect whose callers all stopped waiting keeps its connection
         // in the shared result: let it go too.
-        *sync::lock(&self.connecting) = None;
+        *base::lock(&self.connecting) = None;
         if let Target::Sentinel(s) = &self.target {
             s.close();
         }

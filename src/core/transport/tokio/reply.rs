@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use redis::{RedisError, RedisResult, Value};
 
+use crate::core::base::{from_us, later, to_us};
 use crate::core::error::{Fault, NodeAnswer};
 use crate::core::ops::{Answer, Reply};
-use crate::core::time::{from_us, later, to_us};
 
 /// A redis-rs result as an operation reads it: error replies are replies
 /// (their redis error kept as the cause), the rest of the errors faults.

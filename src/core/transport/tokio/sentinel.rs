@@ -22,7 +22,7 @@ use redis::{
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::sync;
+use crate::core::base;
 
 /// How long sentinels that have not answered yet may still do so once a
 /// majority did (a sentinel that lags may name an older master).
@@ -219,7 +219,7 @@ impl Sentinel {
                 .set_redis_settings(self.master.clone().set_protocol(protocol));
             match verified_master(master, &config).await {
                 Ok(con) => {
-                    let mut resolved = sync::lock(&self.resolved);
+                    let mut resolved = base::lock(&self.resolved);
                     let moved = resolved.as_ref().is_some_and(|r| !r.same_addr(&n));
                     *resolved = Some(n);
                     if moved {
@@ -248,7 +248,7 @@ impl Sentinel {
     /// another master than the one resolved, and not an older configuration,
     /// connections go stale.
     fn heard(&self, n: &Named) {
-        let resolved = sync::lock(&self.resolved);
+        let resolved = base::lock(&self.resolved);
         if resolved
             .as_ref()
             .is_some_and(|r| !r.same_addr(n) && n.config_epoch >= r.config_epoch)

@@ -1,11 +1,10 @@
 //! A plain master's connection on the JS thread's own loop: [`socket`]
-//! (connect and handshake), [`wire`] (commands corked per loop turn, the
-//! socket's reads and writes, deadlines), [`owed`] (a command as it goes
-//! out, the replies owed in order, what goes again: NOSCRIPT, a plain
-//! take's PTTL), [`resp`] (RESP2 into the ops' reply).
+//! (connect and handshake; RESP2 into the ops' reply), [`wire`] (commands
+//! corked per loop turn, the socket's reads and writes, deadlines), [`owed`]
+//! (a command as it goes out, the replies owed in order, what goes again:
+//! NOSCRIPT, a plain take's PTTL).
 
 pub mod owed;
-pub mod resp;
 pub mod socket;
 pub mod wire;
 

@@ -10,10 +10,10 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::core::base::later;
 use crate::core::ops::call::Call;
 use crate::core::ops::script_free::{ScriptFree, Server};
 use crate::core::ops::{Answer, Reply};
-use crate::core::time::later;
 
 /// What the servers this process's connections reached have of
 /// [`Server`]'s commands (a bit each): a call is packed without its script

@@ -12,13 +12,13 @@ use std::time::Instant;
 use bytes::BytesMut;
 
 use super::owed::{self, deadline, Again, Done, OnReply, Packed, Pending, Reloads};
-use super::resp;
+use super::socket::decode;
 use super::socket::Socket;
+use crate::core::base::later;
 use crate::core::error::NodeAnswer;
 use crate::core::memory::Peak;
 use crate::core::ops::script_free::Server;
 use crate::core::ops::Reply;
-use crate::core::time::later;
 
 /// Replies given up on that a connection may still owe before it is closed.
 const MAX_ABANDONED: usize = 10_000;
@@ -278,7 +278,7 @@ impl Wire {
         let mut resend = false;
         let mut read_any = false;
         loop {
-            match resp::decode(&mut self.inb) {
+            match decode(&mut self.inb) {
                 Ok(Some(value)) => {
                     read_any = true;
                     if let Some(p) = self.pending.front_mut() {
