@@ -1,11 +1,12 @@
 'use strict'
 
 // The helpers the client, locks, semaphores and read-write locks share
-// (lib/internal.js), without Redis.
+// (lib/internal.js) and a client's table of live Locks (lib/lock.js), without Redis.
 
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
-const { LiveLocks, linkSignal, takenAsNull, settledWithin, abortedError } = require('../lib/internal')
+const { linkSignal, takenAsNull, settledWithin, abortedError } = require('../lib/internal')
+const { LiveLocks } = require('../lib/lock')
 const { LockError } = require('../lib/errors')
 
 test('linkSignal: one abort listener per signal, every linked handle cancelled once', () => {

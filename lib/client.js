@@ -7,12 +7,12 @@ const { EventEmitter } = require('node:events')
 const { NativeClient, CancelHandle, MAX_MS, lockEnding, lockView, forgetLock } = require('../binding.js')
 const { LockError, withStack, invalidType, invalidValue, outOfRange } = require('./errors')
 const { keyList, oneKey, assertFunction, pick, packOptions, tlsOption, sentinelOption, ACQUIRE_LOCK, ADOPT, CLIENT_JS } = require('./validate')
-const { Lock, runHolding } = require('./lock')
+const { Lock, runHolding, acquireNative, LiveLocks } = require('./lock')
 const { Semaphore } = require('./semaphore')
 const { ReadWriteLock } = require('./rwlock')
 const {
-  acquireNative, hot, kReport, kForget, kEnded, kLost, kAcquireWith, kWithLock, kNative, kFair,
-  channels, rethrowLater, takenAsNull, abortedError, linkSignal, LiveLocks, settledWithin,
+  hot, kReport, kForget, kEnded, kLost, kAcquireWith, kWithLock, kNative, kFair,
+  channels, rethrowLater, takenAsNull, abortedError, linkSignal, settledWithin,
 } = require('./internal')
 
 const CLOSE = { graceful: 'number' }

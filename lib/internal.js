@@ -92,42 +92,6 @@ function linkSignal(signal, cancel) {
   }
 }
 
-/**
- * A client's held locks by native id, held weakly so a native loss event finds
- * its Lock without keeping it alive. Swept of collected locks as it grows
- * (cheaper per lock than a FinalizationRegistry).
- */
-class LiveLocks {
-  #refs = new Map()
-  #sweepAt = 1024
-
-  add(id, lock) {
-    this.#refs.set(id, new WeakRef(lock))
-    if (this.#refs.size < this.#sweepAt) return
-    for (const [k, ref] of this.#refs) if (ref.deref() === undefined) this.#refs.delete(k)
-    this.#sweepAt = Math.max(1024, 2 * this.#refs.size)
-  }
-
-  /** The Lock of `id` if it is still reachable; forgets it either way. */
-  take(id) {
-    const ref = this.#refs.get(id)
-    this.#refs.delete(id)
-    return ref && ref.deref()
-  }
-
-  delete(id) {
-    this.#refs.delete(id)
-  }
-
-  /** Every Lock still reachable. */
-  * [Symbol.iterator]() {
-    for (const ref of this.#refs.values()) {
-      const lock = ref.deref()
-      if (lock) yield lock
-    }
-  }
-}
-
 /** Resolves once every promise of `running` settled, or after `ms`, whichever comes first. */
 async function settledWithin(running, ms) {
   let timer
@@ -138,19 +102,8 @@ async function settledWithin(running, ms) {
   clearTimeout(timer)
 }
 
-/**
- * Takes a lock natively: on one key, with no cancel handle and no other kind,
- * by the JS thread's own acquire when the client has one (`hotKey`).
- */
-function acquireNative(native, hotKey, keys, packed, cancel, kind) {
-  if (hotKey !== null && keys.length === 1 && cancel === null && kind === undefined) return hot.acquire(hotKey, keys[0], packed)
-  return native.acquire(keys, packed, cancel, kind)
-}
-
 module.exports = {
-  acquireNative,
   hot,
-  LiveLocks,
   settledWithin,
   kLock,
   kReport,

@@ -5,6 +5,8 @@
 // a release, or its client's close) are the native lock's; this object adds
 // what only JS can hold: the AbortSignal and the `onLost` callback, told once.
 // The native lock lives until this object is collected (`forgetting`).
+// Here too: how a lock is taken natively, and the table in which a client
+// finds its live Locks by their native ids.
 
 const native = require('../binding.js')
 const { LockError, withStack, invalidType } = require('./errors')
@@ -22,6 +24,51 @@ function forgetCollected() {
   const ids = Float64Array.from(forgotten)
   forgotten = []
   native.forgetLocks(ids)
+}
+
+/**
+ * Takes a lock on the native `client`: on one key, with no cancel handle and no other kind,
+ * by the JS thread's own acquire when the client has one (`hotKey`).
+ */
+function acquireNative(client, hotKey, keys, packed, cancel, kind) {
+  if (hotKey !== null && keys.length === 1 && cancel === null && kind === undefined) return hot.acquire(hotKey, keys[0], packed)
+  return client.acquire(keys, packed, cancel, kind)
+}
+
+/**
+ * A client's held locks by native id, held weakly so a native loss event finds
+ * its Lock without keeping it alive. Swept of collected locks as it grows
+ * (cheaper per lock than a FinalizationRegistry).
+ */
+class LiveLocks {
+  #refs = new Map()
+  #sweepAt = 1024
+
+  add(id, lock) {
+    this.#refs.set(id, new WeakRef(lock))
+    if (this.#refs.size < this.#sweepAt) return
+    for (const [k, ref] of this.#refs) if (ref.deref() === undefined) this.#refs.delete(k)
+    this.#sweepAt = Math.max(1024, 2 * this.#refs.size)
+  }
+
+  /** The Lock of `id` if it is still reachable; forgets it either way. */
+  take(id) {
+    const ref = this.#refs.get(id)
+    this.#refs.delete(id)
+    return ref && ref.deref()
+  }
+
+  delete(id) {
+    this.#refs.delete(id)
+  }
+
+  /** Every Lock still reachable. */
+  * [Symbol.iterator]() {
+    for (const ref of this.#refs.values()) {
+      const lock = ref.deref()
+      if (lock) yield lock
+    }
+  }
 }
 
 /** A held lock. Created by `LockClient#acquire`; renewed natively until released. */
@@ -274,4 +321,4 @@ async function runHolding(acquiring, fn) {
   return result
 }
 
-module.exports = { Lock, runHolding }
+module.exports = { Lock, runHolding, acquireNative, LiveLocks }
