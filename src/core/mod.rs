@@ -3,11 +3,12 @@
 //! Layers, each built on the ones before it and on none after it
 //! (`__test__/layout-rust.test.js` checks it):
 //!
-//! - `model/`: data (lock kinds, permits, tokens, leases, keys, each node's
-//!   answers); `config/`: validated options; `quorum/`: the pure verdicts;
+//! - `model/`: data (lock kinds, permits, tokens, leases, keys); `config/`:
+//!   validated options; `quorum/`: the pure verdicts;
 //! - `ops/`: every lock operation sans-I/O (what to send, each node's reply
 //!   in, the outcome), the acquisition as one machine (`ops/acquisition`),
-//!   the one collector of node replies (`ops/gather.rs`), the Lua scripts;
+//!   the one collector of node replies and the record a lock keeps of them
+//!   (`ops/gather.rs`), the Lua scripts;
 //! - `transport/`: the bytes: `tokio/` the Rust runtime's redis-rs
 //!   connections (Sentinel, Cluster, pub/sub, pipelined renewals), `uvloop/`
 //!   a plain connection read and written on the JS thread's own loop;
