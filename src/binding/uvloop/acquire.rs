@@ -13,8 +13,8 @@ use napi::bindgen_prelude::{within_runtime_if_available, PromiseRaw};
 use napi::{sys, Env};
 use smallvec::SmallVec;
 
-use super::clients::{key_of, lookup, Found, Opened};
 use super::conn::Conn;
+use super::conn::{key_of, lookup, Found, Opened};
 use super::reactor::Reactor;
 use super::waiting;
 use crate::binding::cancel::CancelHandle;

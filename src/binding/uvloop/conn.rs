@@ -1,19 +1,132 @@
-//! One fast connection on the JS thread: its [`Wire`] and the libuv poll
-//! handle that drives it.
+//! One client's fast connections on a JS thread at work: each node's slot
+//! as an operation finds it ([`FastClient`]: ready, being opened, or down),
+//! and each connection's [`Wire`] with the libuv poll handle that drives it
+//! ([`Conn`]). How they are made and unmade (a client registered, a
+//! connection opened on a thread of its own and handed over, retired and
+//! closed) is in [`clients`](super::clients).
 
 use std::cell::{Cell, RefCell};
-use std::ffi::{c_int, c_void};
+use std::ffi::c_int;
 use std::rc::Rc;
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use super::reactor::{deliver, done_list, Reactor, REACTOR};
-use super::setup::{closed, opened};
+use napi::Env;
+use redis::ConnectionInfo;
+use smallvec::SmallVec;
+
+use super::reactor::{current, deliver, done_list, Reactor, REACTOR};
 use super::uv::{self, Handle, Uv};
+use crate::binding::options::PACKED_LEN;
 use crate::core::drivers::uvloop;
 use crate::core::error::NodeAnswer;
 use crate::core::memory::Peak;
-use crate::core::ops::script_free::Server;
-use crate::core::transport::uvloop::{self as transport, Done, OnReply, Wire};
+use crate::core::transport::uvloop::{Done, OnReply, Wire};
+use crate::core::{self as core};
+
+/// A node's fast connection, as far as it got.
+pub(super) enum Slot {
+    /// None yet; the next operation may try again from this instant on
+    /// (why the last try failed).
+    Idle(Option<Instant>, Option<String>),
+    /// Opening; what waits for it, and the alarm that keeps the loop alive
+    /// meanwhile.
+    Connecting(Vec<Opened>, Option<(Instant, u64)>),
+    Ready(Rc<Conn>),
+}
+
+/// What waits for a connection being opened: called with it, or with why
+/// it could not be opened.
+pub(super) type Opened = Box<dyn FnOnce(Result<Rc<Conn>, String>)>;
+
+/// Node `i`'s connection as an acquisition finds it.
+pub(super) enum Found {
+    Ready(Rc<Conn>),
+    /// Being opened: what is given to [`FastClient::when_open`] waits for it.
+    Opening,
+    /// Not open, and not being opened before a while: why.
+    Down(String),
+}
+
+/// Each node's [`Found`], inline for up to four nodes (no allocation per
+/// operation on one node or a small Redlock).
+pub(super) type Founds = SmallVec<[Found; 4]>;
+
+/// One client's fast connections on this JS thread.
+pub(super) struct FastClient {
+    pub(super) key: usize,
+    pub(super) infos: Vec<ConnectionInfo>,
+    pub(super) connect_timeout: Duration,
+    pub(super) slots: Vec<RefCell<Slot>>,
+    /// The runtime's own connections (the watchdog's) were asked to open.
+    pub(super) warmed: Cell<bool>,
+    /// The client, for the JS thread's own calls ([`super::entry`]).
+    #[cfg_attr(test, allow(dead_code))]
+    pub(super) client: core::Client,
+    /// The options of its last such acquire, as JS packed them, resolved:
+    /// a caller that passes the same options each time resolves them once.
+    #[cfg_attr(test, allow(dead_code))]
+    pub(super) last_spec: RefCell<Option<([f64; PACKED_LEN], core::AcquireSpec)>>,
+}
+
+impl FastClient {
+    /// Each node's connection as an acquisition finds it (the missing ones
+    /// start connecting); `None` when one owes so many replies that it goes
+    /// to the tokio path, which paces its attempts.
+    pub(super) fn for_operation(&self, r: &Reactor) -> Option<Founds> {
+        let found = self.for_command(r);
+        let saturated = found
+            .iter()
+            .any(|f| matches!(f, Found::Ready(conn) if conn.saturated()));
+        (!saturated).then_some(found)
+    }
+
+    /// Each node's connection for a release or an extension, however busy:
+    /// a command waiting behind the connection's backlog has its bound from
+    /// when it is written (see `Wire`), so a burst of 300,000 releases is
+    /// one queue on the JS thread's connection rather than as many tasks on
+    /// the runtime, where the connection's own reader waited behind them.
+    pub(super) fn for_command(&self, r: &Reactor) -> Founds {
+        (0..self.slots.len()).map(|i| self.find(r, i)).collect()
+    }
+
+    /// Node `i`'s connection: ready, being opened (it starts opening now
+    /// unless it failed just now), or down.
+    pub(super) fn find(&self, r: &Reactor, i: usize) -> Found {
+        let Some(slot) = self.slots.get(i) else {
+            return Found::Down("no such node".into());
+        };
+        let mut slot = slot.borrow_mut();
+        if let Slot::Ready(conn) = &*slot {
+            if conn.usable() {
+                return Found::Ready(conn.clone());
+            }
+            *slot = Slot::Idle(None, None);
+        }
+        if let Slot::Idle(after, why) = &*slot {
+            if after.is_some_and(|t| Instant::now() < t) {
+                let why = why.clone();
+                return Found::Down(why.unwrap_or_else(|| "not connected".into()));
+            }
+            *slot = self.connect(r, i);
+        }
+        match &*slot {
+            Slot::Ready(conn) => Found::Ready(conn.clone()),
+            Slot::Connecting(..) => Found::Opening,
+            Slot::Idle(_, why) => Found::Down(why.clone().unwrap_or_default()),
+        }
+    }
+}
+
+pub(super) fn key_of(client: &core::Client) -> usize {
+    Arc::as_ptr(client.inner()) as usize
+}
+
+pub(super) fn lookup(env: &Env, key: usize) -> Option<(Rc<Reactor>, Rc<FastClient>)> {
+    let r = current(env.raw())?;
+    let fast = r.clients.borrow().get(&key).cloned()?;
+    Some((r, fast))
+}
 
 /// Replies a fast connection may owe before new acquisitions take the tokio
 /// path, which paces their attempts (releases and extensions stay here: their
@@ -38,33 +151,6 @@ pub(super) struct Conn {
 }
 
 impl Conn {
-    pub(super) fn open(
-        r: &Rc<Reactor>,
-        sock: transport::Socket,
-        server: Server,
-    ) -> Option<Rc<Conn>> {
-        let handle = unsafe { r.uv.poll(r.uv_loop, sock.raw_fd())? };
-        opened();
-        let mut wire = Wire::new(sock);
-        wire.serves(server);
-        let conn = Rc::new(Conn {
-            uv: r.uv,
-            wire: RefCell::new(wire),
-            handle,
-            events: Cell::new(0),
-            busy: Cell::new(true),
-            closed: Cell::new(false),
-            retired: Cell::new(false),
-            corked: Cell::new(false),
-            peak: Cell::new(Peak::default()),
-        });
-        // The handle owns one reference, given back in `on_close`.
-        unsafe { uv::set_data(handle, Rc::into_raw(conn.clone()) as *mut c_void) };
-        r.conns.borrow_mut().push(Rc::downgrade(&conn));
-        conn.update();
-        (!conn.closed.get()).then_some(conn)
-    }
-
     pub(super) fn usable(&self) -> bool {
         !self.closed.get()
             && !self.retired.get()
@@ -141,28 +227,6 @@ impl Conn {
             }
         }
     }
-
-    pub(super) fn retire(&self) {
-        self.retired.set(true);
-        self.update();
-    }
-
-    /// The environment is gone: nobody is answered any more. Dropping what was
-    /// owed also drops the operations' hold on this connection.
-    pub(super) fn abandon(&self) {
-        let owed = match self.wire.try_borrow_mut() {
-            Ok(mut w) => w.abandon(),
-            Err(_) => Vec::new(),
-        };
-        drop(owed);
-    }
-
-    pub(super) fn close(&self) {
-        if self.closed.replace(true) {
-            return;
-        }
-        unsafe { self.uv.close(self.handle, on_close) };
-    }
 }
 
 unsafe extern "C" fn on_poll(handle: Handle, status: c_int, events: c_int) {
@@ -195,18 +259,4 @@ unsafe extern "C" fn on_poll(handle: Handle, status: c_int, events: c_int) {
         deliver(done);
         conn.update();
     });
-}
-
-unsafe extern "C" fn on_close(handle: Handle) {
-    let raw = uv::data(handle) as *const Conn;
-    let uv = if raw.is_null() {
-        uv::uv()
-    } else {
-        let conn = Rc::from_raw(raw);
-        Some(conn.uv)
-    };
-    if let Some(uv) = uv {
-        uv.free_poll(handle);
-    }
-    closed();
 }

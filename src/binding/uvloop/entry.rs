@@ -19,7 +19,7 @@ use napi::bindgen_prelude::{FromNapiValue, JsObjectValue, Object, ToNapiValue};
 use napi::{sys, Env, JsError, JsValue, Status};
 use napi_derive::napi;
 
-use super::clients::lookup;
+use super::conn::lookup;
 use crate::binding::client::settle_lock;
 use crate::binding::errors::to_napi;
 use crate::binding::lock::release_lock;
@@ -183,7 +183,7 @@ unsafe extern "C" fn acquire(env: sys::napi_env, info: sys::napi_callback_info) 
 /// The options `packed` resolved for `fast`'s client: the last ones again
 /// when they are the same numbers.
 fn spec_of(
-    fast: &super::clients::FastClient,
+    fast: &super::conn::FastClient,
     packed: Option<&[f64]>,
 ) -> napi::Result<core::AcquireSpec> {
     // Packed in the wrong length: never the last ones (`from_packed` says

@@ -8,11 +8,12 @@
 //! their own loops).
 //!
 //! `reactor` holds a thread's loop and deadline timer, `setup` makes it and
-//! tears it down, `conn` one
-//! connection's poll handle, `clients` each client's connections, `acquire` an
-//! acquisition's promise and its wakes, `waiting` the acquisitions that wait, `ops` release's and extend's
-//! promises (the operations themselves are `core::drivers::uvloop`'s), and
-//! `runtime` tells Node's own loop from the runtimes that only mimic it.
+//! tears it down, `conn` each client's connections at work (a node's slot,
+//! a connection's poll handle), `clients` how they are made and unmade,
+//! `acquire` an acquisition's promise and its wakes, `waiting` the
+//! acquisitions that wait, `ops` release's and extend's promises (the
+//! operations themselves are `core::drivers::uvloop`'s), and `runtime` tells
+//! Node's own loop from the runtimes that only mimic it.
 
 #[cfg(unix)]
 mod acquire;

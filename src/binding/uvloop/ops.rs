@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use napi::bindgen_prelude::{PromiseRaw, ToNapiValue};
 use napi::{sys, Env};
 
-use super::clients::{lookup, FastClient, Found, Founds};
 use super::conn::Conn;
+use super::conn::{lookup, FastClient, Found, Founds};
 use super::reactor::Reactor;
 use crate::binding::errors::to_napi;
 use crate::binding::settle::{self, finish, Deferred};

@@ -13,8 +13,8 @@ use std::time::Instant;
 use napi::bindgen_prelude::within_runtime_if_available;
 use napi::sys;
 
-use super::clients::FastClient;
 use super::conn::Conn;
+use super::conn::FastClient;
 use super::uv::{Handle, Uv};
 use crate::binding::lock::ById;
 use crate::binding::settle::JsQueue;
