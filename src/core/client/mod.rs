@@ -16,7 +16,6 @@ use tokio_util::sync::CancellationToken;
 use crate::core::config::{AcquireOptions, AcquireSpec, ClientConfig};
 use crate::core::engine::acquire::Request;
 use crate::core::engine::adopt;
-use crate::core::engine::ending;
 use crate::core::engine::inner::{EventHook, Inner};
 use crate::core::engine::lock::Lock;
 use crate::core::engine::stats::StatsSnapshot;
@@ -324,7 +323,7 @@ impl Client {
 
     /// Ends the client. At once ([`Client::begin_close`] included): every
     /// lock still held ends with the `ERR_LOCK_CLOSED` its holder is told
-    /// ([`crate::core::engine::lock_state::LockState::ending`]), the watchdog stops, and `ended` runs (the
+    /// ([`crate::core::engine::lock::LockState::ending`]), the watchdog stops, and `ended` runs (the
     /// holders are told) before anything is sent. The future then releases
     /// those locks, waits for the cleanup releases still running in the
     /// background and closes the connections. A later call does nothing.
@@ -351,7 +350,11 @@ impl Client {
             if !first {
                 return;
             }
-            join_all(held.iter().map(|s| ending::release_state(&inner, s))).await;
+            join_all(
+                held.iter()
+                    .map(|s| crate::core::engine::at_quorum::release_state(&inner, s)),
+            )
+            .await;
             // Cleanup releases still running (undone attempts, lost locks) go first.
             inner.settled().await;
             for node in &inner.nodes {

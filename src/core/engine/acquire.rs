@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 
 use crate::core::config::AcquireSpec;
 use crate::core::engine::lock::Lock;
-use crate::core::engine::lock_state::{LockState, NewLock};
+use crate::core::engine::lock::{LockState, NewLock};
 use crate::core::error::Result;
 use crate::core::model::keys::{self, channel, Keys, CHANNEL_PREFIX};
 // The model's type the fast path still names by its former path.
@@ -173,7 +173,7 @@ pub(crate) fn register(
     };
     let drift = spec.drift;
     let state = Arc::new(LockState::new(NewLock {
-        id: crate::core::engine::lock_state::new_id(),
+        id: crate::core::engine::lock::new_id(),
         keys: won.keys,
         prefix_len: inner.cfg.key_prefix.len(),
         token: won.token,

@@ -11,9 +11,9 @@ use futures_util::future::join_all;
 use crate::core::base::{later, ms_of};
 use crate::core::engine::acquire::{self, Request};
 use crate::core::engine::inner::Inner;
+use crate::core::engine::lock::lost;
 use crate::core::engine::lock::Lock;
-use crate::core::engine::lock_state::lost;
-use crate::core::engine::lock_state::{LockState, NewLock};
+use crate::core::engine::lock::{LockState, NewLock};
 use crate::core::error::{LockError, NodeAnswer, Result};
 use crate::core::model::keys;
 use crate::core::ops::Answers;
@@ -99,7 +99,7 @@ pub(crate) async fn adopt(inner: &Arc<Inner>, request: Request, token: String) -
     }
     let kind = inner.stored_kind(&keys).await;
     let state = Arc::new(LockState::new(NewLock {
-        id: crate::core::engine::lock_state::new_id(),
+        id: crate::core::engine::lock::new_id(),
         keys,
         prefix_len: inner.cfg.key_prefix.len(),
         kind,

@@ -1,22 +1,21 @@
 //! How a held lock ends: let go by its caller and released at quorum,
-//! handed over, extended at quorum, lost (renewals refused) or lapsed (its
-//! validity ran out), with what is still its own freed on the nodes.
+//! handed over, lost (renewals refused) or lapsed (its validity ran out),
+//! with what is still its own freed on the nodes; its handle's release and
+//! hand-over, and its state's one move from `Held` to how it ended. The
+//! release's calls and verdict at quorum are in `at_quorum.rs`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::core::base::later;
+use crate::core::base::{self, later, wait_until};
 use crate::core::broken;
+use crate::core::engine::at_quorum::{release_until_decided, release_verdict, released_by_caller};
 use crate::core::engine::inner::{Event, Inner};
-use crate::core::engine::lock_state::{LockState, Release};
-use crate::core::error::{LockError, NodeAnswer, Result};
-use crate::core::model::LockKind;
-use crate::core::ops::gather::Gather;
-use crate::core::ops::SharedAnswers;
-use crate::core::quorum::{self, Released, Tally};
-use crate::core::transport::tokio::collect::{Call, Collect};
-use crate::core::transport::tokio::Renewal;
+use crate::core::engine::lock::{
+    lost, Lock, LockState, Release, Status, HANDED_OVER, HELD, LOST, RELEASED,
+};
+use crate::core::error::{ErrorCode, LockError, Result};
 
 /// Ends `state` as released in this process, before anything is sent: the
 /// watchdog stops renewing it and it no longer counts as held. False when
@@ -38,138 +37,6 @@ fn stop_holding(inner: &Inner, state: &LockState, ended: bool) -> bool {
     inner.watchdog.unwatch(state);
     inner.stats.held.fetch_sub(1, Ordering::Relaxed);
     true
-}
-
-/// The verdict of a caller's release (after [`let_go`]), counted;
-/// either driver gathers the answers. Keys gone or another owner's mean
-/// the lock was lost before the release: it is recorded as lost, and the
-/// caller reports the loss it is given.
-///
-/// `heard`: how many clients the release's notice reached, when the driver
-/// read it (see [`ops::release::heard`](crate::core::ops::release::heard)).
-/// When nobody but this client listens, its waiters for the keys hear of
-/// the release now, in the release's own reply handling, rather than once
-/// the notice comes back on its subscriber's connection (which then wakes
-/// nobody twice: the same token's notice is heard once). When other
-/// clients listen too, every waiter hears by the notice alike, so that a
-/// releasing process's waiters get no head start over the others'.
-pub(crate) fn released_by_caller(
-    inner: &Inner,
-    state: &LockState,
-    answers: &[NodeAnswer],
-    heard: Option<i64>,
-) -> Result<Release> {
-    if release_verdict(inner, state, answers)? {
-        inner.stats.released.fetch_add(1, Ordering::Relaxed);
-        if let (LockKind::Key, Some(heard)) = (state.kind, heard) {
-            // This client's own subscription is one of those the notice
-            // reached; without a waiter here there is nobody to wake.
-            if heard <= 1 && state.keys.iter().any(|k| inner.waiters.waiting(k)) {
-                for key in state.keys.iter() {
-                    inner.waiters.released(key, state.token.as_str());
-                }
-            }
-        }
-        return Ok(Release::Released);
-    }
-    match state.lost_before_release() {
-        Some(loss) => {
-            inner.stats.lost.fetch_add(1, Ordering::Relaxed);
-            Ok(Release::Lost(loss))
-        }
-        None => Ok(Release::NotHeld),
-    }
-}
-
-/// Sends a token-checked release everywhere; the lock has already ended locally.
-/// Resolves once a quorum deleted our keys: on a minority of nodes the
-/// release may still be on its way (a background task `close()` awaits).
-pub async fn release_state(inner: &Arc<Inner>, state: &Arc<LockState>) -> Result<bool> {
-    let answers = release_until_decided(inner, state, None).await;
-    release_verdict(inner, state, &answers)
-}
-
-/// Token-checked release of a lock's keys on every node, answered once a
-/// quorum deleted them (or, failing that, once every node answered).
-/// With `longest`, only keys whose lease has no more than that left go
-/// (the cleanup of a lock that lapsed).
-pub(crate) async fn release_until_decided(
-    inner: &Arc<Inner>,
-    state: &Arc<LockState>,
-    longest: Option<Duration>,
-) -> Vec<NodeAnswer> {
-    let longest_ms = longest.map(crate::core::base::ms_of);
-    let timeout = inner.cfg.command_timeout;
-    let keys: Arc<[String]> = Arc::from(&state.keys[..]);
-    let token: Arc<str> = state.token.as_str().into();
-    let kind = state.kind;
-    let calls = (0..inner.nodes.len())
-        .map(|i| -> Call<()> {
-            let (inner, keys, token) = (inner.clone(), keys.clone(), token.clone());
-            Box::pin(async move {
-                let answer = inner.nodes[i]
-                    .release(&keys, &token, kind, longest_ms, timeout)
-                    .await;
-                (answer, ())
-            })
-        })
-        .collect();
-    let mut collect = Collect::new(calls, Some(state.clone()));
-    let answers = collect.until(Gather::at_quorum).await;
-    inner.finish_in_background(collect);
-    answers
-}
-
-/// One lock's extension on every node, answered once a quorum re-armed
-/// its keys (or, failing that, once every node answered).
-pub(crate) async fn extend_until_decided(
-    inner: &Arc<Inner>,
-    renewal: &Renewal<'_>,
-    timeout: Duration,
-    record: SharedAnswers,
-) -> Vec<NodeAnswer> {
-    let keys: Arc<[String]> = renewal.keys.into();
-    let token: Arc<str> = renewal.token.into();
-    let ttl_ms = renewal.ttl_ms;
-    let calls = (0..inner.nodes.len())
-        .map(|i| -> Call<()> {
-            let (inner, keys, token) = (inner.clone(), keys.clone(), token.clone());
-            Box::pin(async move {
-                let one = [Renewal {
-                    keys: &keys,
-                    token: &token,
-                    ttl_ms,
-                }];
-                let mut answers = inner.nodes[i].extend_batch(&one, timeout).await;
-                (answers.pop().unwrap_or(NodeAnswer::Timeout), ())
-            })
-        })
-        .collect();
-    let mut collect = Collect::new(calls, Some(record));
-    let answers = collect.until(Gather::at_quorum).await;
-    inner.finish_in_background(collect);
-    answers
-}
-
-/// What a release's answers (decided at quorum) mean for its caller.
-pub(crate) fn release_verdict(
-    inner: &Inner,
-    state: &LockState,
-    answers: &[NodeAnswer],
-) -> Result<bool> {
-    inner.report_faults(answers);
-    match quorum::released(&Tally::of(answers)) {
-        Released::Released => Ok(true),
-        Released::NotOurs => Ok(false),
-        Released::NoQuorum => {
-            let label = state.label();
-            let err = inner.no_quorum(answers, || {
-                format!("release of \"{label}\" reached too few nodes")
-            });
-            let message = format!("{}; the lock expires by its TTL", err.message);
-            Err(LockError { message, ..err }.with_key(label))
-        }
-    }
 }
 
 /// Ends a held lock as lost: notifies once, then releases it everywhere
@@ -231,4 +98,207 @@ enum Cleanup {
     Release,
     /// A token-checked release of the keys with no more than this left.
     Within(Duration),
+}
+
+/// What [`Lock::hand_over`] gives the client that continues the lock.
+#[derive(Debug, Clone)]
+pub struct HandOver {
+    /// The keys as the caller named them.
+    pub names: Vec<String>,
+    pub token: String,
+    /// Validity left when it was handed over.
+    pub remaining: Duration,
+    pub fence: Option<i64>,
+}
+
+/// How a lock ends, as its handle asks.
+impl Lock {
+    /// Why the lock was lost, if it was.
+    pub fn loss(&self) -> Option<LockError> {
+        self.state().loss()
+    }
+
+    /// What ended the lock before its holder let go: its loss or its
+    /// client's close (see [`LockState::ending`]).
+    pub fn ending(&self) -> Option<LockError> {
+        self.state().ending()
+    }
+
+    /// Why the lock is lost, also while its validity ran out before the
+    /// watchdog recorded the loss (status still `Held`, no longer held).
+    pub fn loss_now(&self) -> Option<LockError> {
+        self.loss().or_else(|| {
+            let expired = self.status() == Status::Held && !self.is_held();
+            expired.then(|| lost(self.name(), "its validity ran out"))
+        })
+    }
+
+    /// Completes when the lock is released or lost.
+    pub async fn ended(&self) {
+        self.state().ended().await
+    }
+
+    /// Releases the lock everywhere. The watchdog stops first. `Ok(false)` when
+    /// it had already been released or lost, or no longer held our token.
+    pub async fn release(&self) -> Result<bool> {
+        Ok(matches!(self.release_reporting().await?, Release::Released))
+    }
+
+    /// [`Lock::release`], telling a loss it found from a lock that had ended.
+    pub async fn release_reporting(&self) -> Result<Release> {
+        let state = self.state();
+        let inner = &self.inner;
+        if !let_go(inner, state) {
+            return Ok(Release::NotHeld);
+        }
+        let answers = release_until_decided(inner, state, None).await;
+        // (The notices' reach is not read here: waiters hear by the notice.)
+        released_by_caller(inner, state, &answers, None)
+    }
+
+    /// Lets go of the lock without releasing it, for another client to
+    /// continue with `adopt`: the watchdog stops renewing, the keys stay with
+    /// their lease, and nothing this handle does later deletes them (a release
+    /// resolves false, a loss sends no cleanup). `Err` (`ERR_LOCK_LOST`, or
+    /// `ERR_LOCK_CLOSED`) saying why when it was no longer held.
+    pub fn hand_over(&self) -> Result<HandOver> {
+        let state = self.state();
+        let inner = &self.inner;
+        let remaining = state.remaining();
+        let why = match state.status() {
+            _ if inner.ensure_open().is_err() => "its client was closed",
+            Status::Released => "it was released",
+            Status::HandedOver => "it was handed over",
+            Status::Lost => "it is no longer held",
+            Status::Held if !state.is_held() => "its validity ran out",
+            Status::Held if hand_over(inner, state) => {
+                return Ok(HandOver {
+                    names: self.names(),
+                    token: state.token.to_string(),
+                    remaining,
+                    fence: state.fence,
+                })
+            }
+            Status::Held => "it is no longer held",
+        };
+        let label = state.label();
+        Err(LockError::new(
+            ErrorCode::Lost,
+            format!("lock \"{label}\" cannot be handed over: {why}"),
+        )
+        .with_key(label))
+    }
+}
+
+/// How a lock's state moves from `Held` to how it ended, once.
+impl LockState {
+    /// Moves from `Held` to `Released`; false if it had already ended.
+    pub fn end_released(&self) -> bool {
+        let late = Instant::now() >= self.deadline();
+        let won = self.end(RELEASED);
+        if won {
+            self.released_late.store(late, Ordering::Release);
+        }
+        won
+    }
+
+    /// Moves from `Held` to `Released` because its client closes: its holder
+    /// is told with the `ERR_LOCK_CLOSED` that [`LockState::ending`] gives;
+    /// false if it had already ended.
+    pub fn end_closed(&self) -> bool {
+        let mut ending = base::lock(&self.ending);
+        let won = self.end(RELEASED);
+        if won {
+            let label = self.label();
+            let why =
+                format!("lock \"{label}\" was ended: its client was closed while it was held");
+            *ending = Some(Box::new(
+                LockError::new(crate::core::error::ErrorCode::Closed, why).with_key(label),
+            ));
+        }
+        won
+    }
+
+    /// Moves from `Held` to `HandedOver`; false if it had already ended.
+    pub fn end_handed_over(&self) -> bool {
+        self.end(HANDED_OVER)
+    }
+
+    /// The holder's release found its keys gone or another owner's: the
+    /// lock, `Released` since the release began, was lost before it (its
+    /// validity had run out, or a key went), and keeps why.
+    pub fn lost_before_release(&self) -> Option<LockError> {
+        let why = if self.released_late.load(Ordering::Acquire) {
+            "its validity ran out"
+        } else {
+            "on release its key was gone or held by another owner"
+        };
+        let err = lost(&self.label(), why);
+        let mut ending = base::lock(&self.ending);
+        if ending.is_some() {
+            // Its client's close ended it, and its holder was told so.
+            return None;
+        }
+        let moved = self
+            .status
+            .compare_exchange(RELEASED, LOST, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if !moved {
+            return None;
+        }
+        *ending = Some(Box::new(err.clone()));
+        Some(err)
+    }
+
+    /// Moves from `Held` to `Lost`, keeping why; false if it had already ended.
+    /// Waiters on [`LockState::ended`] are woken by [`LockState::notify_ended`],
+    /// once the loss has been counted and reported.
+    pub fn end_lost(&self, why: LockError) -> bool {
+        let mut ending = base::lock(&self.ending);
+        if ending.is_none() && self.status() == Status::Held {
+            *ending = Some(Box::new(why));
+        }
+        drop(ending);
+        self.status
+            .compare_exchange(HELD, LOST, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    fn end(&self, to: u8) -> bool {
+        let won = self
+            .status
+            .compare_exchange(HELD, to, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if won {
+            self.notify_ended();
+        }
+        won
+    }
+
+    pub fn notify_ended(&self) {
+        self.ended_flag.store(true, Ordering::Release);
+        self.ended_wake.notify_waiters();
+    }
+
+    /// Why the lock was lost, once it was.
+    pub fn loss(&self) -> Option<LockError> {
+        if self.status() != Status::Lost {
+            return None;
+        }
+        base::lock(&self.ending).as_deref().cloned()
+    }
+
+    /// What ended the lock before its holder let go, once it did: its loss
+    /// (`ERR_LOCK_LOST`) or its client's close (`ERR_LOCK_CLOSED`).
+    pub fn ending(&self) -> Option<LockError> {
+        match self.status() {
+            Status::Held | Status::HandedOver => None,
+            Status::Released | Status::Lost => base::lock(&self.ending).as_deref().cloned(),
+        }
+    }
+
+    /// Completes when the lock is released or lost.
+    pub async fn ended(&self) {
+        wait_until(&self.ended_wake, || self.ended_flag.load(Ordering::Acquire)).await
+    }
 }

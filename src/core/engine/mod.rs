@@ -1,18 +1,19 @@
 //! What a client keeps between operations: its shared state and nodes
 //! (`inner.rs`), a won attempt becoming a held lock and the lines of
-//! waiting callers (`acquire.rs`, `waiters/`), the held lock (`lock.rs`,
-//! `lock_state.rs`) and how it ends (`ending.rs`: released or extended at
-//! quorum, handed over, lost, lapsed), the watchdog (`watchdog.rs` schedules, `renew.rs`
+//! waiting callers (`acquire.rs`, `waiters/`), the held lock (`lock.rs`: its
+//! handle and state) and how it ends (`ending.rs`: released, handed over,
+//! lost, lapsed; `at_quorum.rs`: a release or an extension decided at
+//! quorum), the watchdog (`watchdog.rs` schedules, `renew.rs`
 //! renews and extends), continuing a lock (`adopt.rs`), semaphores' counts
 //! and node health. It runs no acquisition itself: the drivers do.
 
 pub(crate) mod acquire;
 pub mod adopt;
+pub(crate) mod at_quorum;
 pub(crate) mod ending;
 pub mod health;
 pub(crate) mod inner;
 pub mod lock;
-pub mod lock_state;
 pub(crate) mod renew;
 pub mod semaphore;
 pub mod stats;

@@ -13,8 +13,8 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use crate::core::base::{later, ms_of};
 use crate::core::engine::ending;
 use crate::core::engine::inner::{Event, Inner};
-use crate::core::engine::lock_state::lost;
-use crate::core::engine::lock_state::{LockState, Status};
+use crate::core::engine::lock::lost;
+use crate::core::engine::lock::{LockState, Status};
 use crate::core::engine::watchdog::{Renewer, Watchdog};
 use crate::core::error::{LockError, NodeAnswer, Result};
 use crate::core::ops;
@@ -307,7 +307,15 @@ pub async fn extend(inner: &Arc<Inner>, state: &Arc<LockState>, ttl: Duration) -
             state.answers.start(std::slice::from_ref(&answer));
             vec![answer]
         }
-        _ => ending::extend_until_decided(inner, &renewal[0], timeout, state.clone()).await,
+        _ => {
+            crate::core::engine::at_quorum::extend_until_decided(
+                inner,
+                &renewal[0],
+                timeout,
+                state.clone(),
+            )
+            .await
+        }
     };
     extended(inner, state, &answers, started, ttl)
 }

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::base;
 use crate::core::base::{from_us, later, to_us};
-use crate::core::engine::lock_state::{LockState, Status};
+use crate::core::engine::lock::{LockState, Status};
 
 /// What the scheduler drives: it owns the watchdog and acts on its verdicts.
 pub trait Renewer: Send + Sync + 'static {
@@ -272,7 +272,7 @@ async fn run<R: Renewer>(owner: Weak<R>, wake: Arc<Notify>, stop: CancellationTo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::engine::lock_state::tests::held_for_test;
+    use crate::core::engine::lock::tests::held_for_test;
 
     /// A held lock `id` with a 3 s TTL renewed every second, valid for `valid_for`.
     fn lock(id: u64, valid_for: Duration) -> Arc<LockState> {

@@ -8,7 +8,7 @@ use super::{Decided, Late, Packed, Reply};
 use crate::core::base::ms_of;
 use crate::core::engine::inner::Inner;
 use crate::core::engine::lock::Lock;
-use crate::core::engine::lock_state::LockState;
+use crate::core::engine::lock::LockState;
 use crate::core::engine::renew;
 use crate::core::error::Result;
 use crate::core::ops;
@@ -24,7 +24,7 @@ pub struct FastExtend {
     op: ops::extend::Extend,
     late: Late,
     /// Holds off renewals of this lock until the outcome.
-    lease: Option<crate::core::engine::lock_state::LeaseGuard>,
+    lease: Option<crate::core::engine::lock::LeaseGuard>,
 }
 
 /// Starts extending `lock` to `ttl` at `now`: the operation and the command

@@ -7,8 +7,8 @@ use std::time::Duration;
 use super::{Decided, Late, Packed, Reply};
 use crate::core::engine::ending;
 use crate::core::engine::inner::Inner;
+use crate::core::engine::lock::LockState;
 use crate::core::engine::lock::{Lock, Release};
-use crate::core::engine::lock_state::LockState;
 use crate::core::error::Result;
 use crate::core::model::keys::CHANNEL_PREFIX;
 use crate::core::ops;
@@ -56,7 +56,7 @@ impl Decided for FastRelease {
 
     fn answer(&mut self, i: usize, reply: Reply) -> Option<Result<Release>> {
         let answers = self.late.follow(self.op.on_reply(i, reply))?;
-        Some(ending::released_by_caller(
+        Some(crate::core::engine::at_quorum::released_by_caller(
             &self.inner,
             &self.state,
             &answers,
