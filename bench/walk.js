@@ -13,7 +13,8 @@
 //
 // Without --addon it builds the debug addon (`cargo build --lib`) into
 // $TMPDIR/lockdog-walk-target. Needs valgrind (callgrind_control). Counts do
-// not depend on how loaded the machine is.
+// not depend on how loaded the machine is. It also counts the lines of the
+// Rust functions that ran, beside the lines of the files they are in.
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -99,6 +100,69 @@ function rustFiles(out) {
   return [...files].sort()
 }
 
+/**
+ * How much of those files one acquire runs: the lines of every Rust function
+ * with a line that ran (its docs and attributes included), from callgrind's
+ * per-line counts, beside the files' lines before their unit tests.
+ */
+function rustLines(out, files) {
+  const r = spawnSync('callgrind_annotate', ['--auto=yes', '--threshold=100', `--include=${ROOT}`, out], { encoding: 'utf8', maxBuffer: 1 << 28 })
+  if (r.status !== 0) throw new Error(`callgrind_annotate failed: ${r.stderr}`)
+  const ran = new Map()
+  let file = null
+  let line = null
+  for (const l of r.stdout.split('\n')) {
+    const head = /^-- Auto-annotated source: (\S+)/.exec(l)
+    if (head) {
+      file = files.includes(head[1]) ? head[1] : null
+      if (file && !ran.has(file)) ran.set(file, new Set())
+      line = null
+      continue
+    }
+    if (!file) continue
+    const at = /^-- line (\d+) -/.exec(l)
+    if (at) {
+      line = Number(at[1])
+      continue
+    }
+    // A source line: its count (or "."), then the text; "=>" lines are calls out of it.
+    if (line === null || /^\s*[\d,]+ \([^)]*\)\s+=>/.test(l) || l.startsWith('--')) continue
+    const m = /^\s*(\.|[\d,]+ \([^)]*\))\s/.exec(l) ?? (l.trim() === '.' ? ['.', '.'] : null)
+    if (!m) continue
+    if (m[1] !== '.') ran.get(file).add(line)
+    line++
+  }
+  let run = 0
+  let whole = 0
+  for (const [f, lines] of ran) {
+    const src = fs.readFileSync(path.join(ROOT, f), 'utf8').split('\n')
+    const tests = src.findIndex((l, i) => /^#\[cfg\((all\()?test\b/.test(l) && /^(pub(\([\w:]+\))?\s+)?mod \w+ \{/.test(src[i + 1] ?? ''))
+    whole += tests === -1 ? src.length : tests
+    const used = new Set()
+    src.forEach((text, i) => {
+      if (!/^\s*(pub(\([^)]*\))?\s+)?(const\s+)?(async\s+)?(unsafe\s+)?(extern "C"\s+)?fn\s/.test(text)) return
+      let start = i
+      while (start > 0 && /^\s*(\/\/\/|#\[)/.test(src[start - 1])) start--
+      let depth = 0
+      let opened = false
+      let end = i
+      for (; end < src.length; end++) {
+        depth += (src[end].match(/\{/g) ?? []).length - (src[end].match(/\}/g) ?? []).length
+        if (src[end].includes('{')) opened = true
+        if ((opened && depth <= 0) || (!opened && src[end].trimEnd().endsWith(';'))) break
+      }
+      for (let n = i + 1; n <= end + 1; n++) {
+        if (lines.has(n)) {
+          for (let k = start; k <= end; k++) used.add(k)
+          break
+        }
+      }
+    })
+    run += used.size
+  }
+  return { run, whole }
+}
+
 function main() {
   if (spawnSync('valgrind', ['--version']).status !== 0) throw new Error('valgrind is needed (apt-get install valgrind)')
   const addon = option('--addon', null) ?? buildDebug()
@@ -119,6 +183,8 @@ function main() {
   const all = [...js, ...rust]
   console.log(`one acquire on the JS-loop driver, JS call to settled promise: ${all.length} files (${js.length} JS, ${rust.length} Rust)`)
   for (const f of all) console.log(`  ${f}`)
+  const { run, whole } = rustLines(`${out}-01`, rust)
+  console.log(`the Rust functions that ran: ${run} lines (docs included), in files of ${whole} lines before their unit tests`)
   if (!option('--keep', null)) fs.rmSync(dir, { recursive: true, force: true })
 }
 
