@@ -34,7 +34,8 @@ async function finish(ctx, keys, { maxTtl, excuse = () => false, excuseLost = ()
   // matched by a loss told to the earlier holder (its signal or onLost, or a
   // withLock rejection with ERR_LOCK_LOST).
   const byTok = new Map(report.intervals.map((iv) => [iv.tok, iv]))
-  const unreported = report.overlaps.filter((o) => !toldOfLoss(byTok.get(o.a)))
+  const seen = cluster.tokensSeen()
+  const unreported = report.overlaps.filter((o) => !toldOfLoss(earlierHolder(o, byTok, seen)))
   if (unreported.length) violations.push(`overlap not reported to the earlier holder: ${unreported.length} pair(s) (${unreported.slice(0, 3).map((o) => `${o.wa} on ${o.k}`).join(', ')})`)
   if (report.excess.length) violations.push(`overlap beyond the semaphore's limit: ${report.excess.length} time(s), worst ${Math.max(...report.excess.map((x) => x.held))} permits of ${report.excess[0].limit} held (${JSON.stringify(report.excess.slice(0, 2))})`)
   const excusedLost = Math.min(report.lostUpdates, excuseLost(report))
@@ -52,6 +53,23 @@ async function finish(ctx, keys, { maxTtl, excuse = () => false, excuseLost = ()
   if (untyped.length) violations.push(`untyped acquire errors: ${[...new Set(untyped.map((e) => e.code))].join(', ')}`)
   if (!allowLosses && report.losses) violations.push(`false loss: ${report.losses} lock(s) reported lost while validity remained`)
   return { report, violations, realOverlaps, unreported, orphans }
+}
+
+/**
+ * Of two overlapping holders, the one whose lock was taken from it: the one
+ * whose winning request reached the nodes first (the later one could only win
+ * once the earlier one's key was gone). When a worker logs its acquisition
+ * late (its process stalled between the reply and the log line), the order
+ * of the log lines is not the order on the server; the proxies' sightings
+ * are. Without a sighting of both, the one that logged first.
+ */
+function earlierHolder(o, byTok, seen) {
+  const a = byTok.get(o.a)
+  const b = byTok.get(o.b)
+  if (!a || !b) return a
+  const Ta = sentAt(seen, a.tok, a.t0ns)
+  const Tb = sentAt(seen, b.tok, b.t0ns)
+  return Ta !== null && Tb !== null && Tb < Ta ? b : a
 }
 
 /** The holder of `iv` learned that its lock was lost: the signal aborted, or withLock rejected ERR_LOCK_LOST. */
@@ -590,14 +608,18 @@ def(11, 'holder SIGTERM and SIGKILL', ['single', 'redlock'], async (d, topo, tie
 }, ['single'])
 
 /**
- * Every lock key of a node wiped at once from outside (`wipe(client)`), on one
- * node or a majority, while holders work. Each holder whose key was wiped must
+ * Every lock key of a node wiped at once from outside (`wipe(client, at)`), on
+ * one node or a majority, while holders work; then `restore(client)`, if
+ * given. `wipe` calls `at()` right before the command that wipes and returns
+ * once the keys are gone: a lock whose winning request passed the proxy
+ * before the wipe returned may have been wiped (its reply can reach its
+ * worker, and be logged, well after). Each holder whose key was wiped must
  * learn of the loss within `window` ms; an overlap with the next holder inside
  * that window is excused only if the wiped holder was told.
  */
 const WIPE_TTL = 3000
 
-async function wipeRun(d, topo, tier, env, { what, label, wipe, window: win, check }) {
+async function wipeRun(d, topo, tier, env, { what, label, wipe, restore, window: win, check }) {
   const res = baseResult(d, topo, tier, 'safe')
   const n = topo === 'single' ? 1 : 5
   const keys = ['w1', 'w2']
@@ -615,22 +637,26 @@ async function wipeRun(d, topo, tier, env, { what, label, wipe, window: win, che
       if (!ok) break
       await sleep(20)
       const targets = n === 1 ? [0] : [0, 1, 2]
-      const mark = sess.mark('fault', { what })
-      const done = await Promise.all(targets.map((i) => wipe(cluster.inspectors[i]).then(() => true, () => false)))
-      if (done.every(Boolean)) faults.push(BigInt(mark.t))
+      let start = null
+      const at = () => {
+        if (start === null) start = sess.mark('fault', { what })
+      }
+      const done = await Promise.all(targets.map((i) => wipe(cluster.inspectors[i], at).then(() => true, () => false)))
+      if (done.every(Boolean) && start) faults.push({ start: BigInt(start.t), end: now() })
+      if (restore) await Promise.all(targets.map((i) => restore(cluster.inspectors[i])))
       await sleep(600)
     }
     const seen = cluster.tokensSeen()
-    // A victim: a lock whose winning request reached the nodes before the wipe,
-    // and which was still believed held at the wipe.
+    // A victim: a lock whose winning request passed the proxies before the
+    // wipe was over, and which was still believed held when it began.
     const victimsOf = (report) => {
       const v = new Map()
       for (const iv of report.intervals) {
         const T = sentAt(seen, iv.tok, iv.t0ns)
         if (T === null) continue
         for (const f of faults) {
-          const tf = ms(f, sess.base)
-          if (T <= f && iv.end > tf && iv.start <= tf + SLACK) v.set(iv.tok, tf)
+          const tf = ms(f.start, sess.base)
+          if (T <= f.end && iv.end > tf) v.set(iv.tok, tf)
         }
       }
       return v
@@ -682,24 +708,29 @@ async function wipeRun(d, topo, tier, env, { what, label, wipe, window: win, che
 def(12, 'FLUSHALL under the holders', ['single', 'redlock'], (d, topo, tier, env) => wipeRun(d, topo, tier, env, {
   what: 'FLUSHALL',
   label: 'a FLUSHALL',
-  wipe: (c) => c.flushall(),
+  wipe: (c, at) => {
+    at()
+    return c.flushall()
+  },
   window: WIPE_TTL / 3 + SLACK,
 }), ['single'])
 
 def(13, 'allkeys-lru eviction under maxmemory', ['single', 'redlock'], (d, topo, tier, env) => wipeRun(d, topo, tier, env, {
   what: 'eviction',
   label: 'an allkeys-lru eviction',
-  // maxmemory far below what the node uses, so one write evicts every key
-  // (the lock keys included) before it is refused as OOM; then the limit goes.
-  wipe: async (c) => {
+  // maxmemory far below what the node uses, so every key (the lock keys
+  // included) is evicted, at the latest by the next write, which is refused
+  // as OOM; until restore lifts the limit, every lock's SET is refused too.
+  wipe: async (c, at) => {
     await c.config('SET', 'maxmemory-policy', 'allkeys-lru')
-    await c.config('SET', 'maxmemory', '1')
+    at()
     try {
-      await c.set('fault:evict', 'x').catch(() => {})
+      await c.config('SET', 'maxmemory', '1')
     } finally {
-      await c.config('SET', 'maxmemory', '0')
+      await c.set('fault:evict', 'x').catch(() => {})
     }
   },
+  restore: (c) => c.config('SET', 'maxmemory', '0'),
   // A renewal that meets the OOM instant fails as a fault; the next one finds the key gone.
   window: 2 * (WIPE_TTL / 3) + SLACK,
   check: async (res, cluster, targets) => {
