@@ -53,7 +53,7 @@ test('keys in different hash slots are rejected synchronously, explaining hash t
 })
 
 test('locks route by key, with several keys of one slot as one lock', async () => {
-  const locks = new LockClient({ cluster: seeds, keyPrefix: 'jscl:', ttl: 900 })
+  const locks = new LockClient({ cluster: seeds, keyPrefix: 'jscl:', ttl: 1500 })
   const other = new LockClient({ cluster: seeds, keyPrefix: 'jscl:' })
   try {
     assert.equal(locks.nodes.length, 1, 'a cluster is one lock node')
@@ -69,7 +69,7 @@ test('locks route by key, with several keys of one slot as one lock', async () =
 
     const result = await locks.withLock(['order:{7}:pay', 'order:{7}:ship'], async (signal) => {
       assert.equal(await other.tryAcquire('order:{7}:ship'), null)
-      await new Promise((r) => setTimeout(r, 1200)) // past the ttl: renewed by the watchdog
+      await new Promise((r) => setTimeout(r, 2000)) // past the ttl: renewed by the watchdog
       assert.equal(signal.aborted, false)
       return 'paid'
     })
@@ -114,8 +114,8 @@ test('fair locks on a cluster carry fences: taken in turn, and handed over with 
 })
 
 test('semaphores, read-write locks and fair locks on a cluster: renewed, counted, exclusive', async () => {
-  const locks = new LockClient({ cluster: seeds, keyPrefix: 'jsprim:', ttl: 600 })
-  const other = new LockClient({ cluster: seeds, keyPrefix: 'jsprim:', ttl: 600 })
+  const locks = new LockClient({ cluster: seeds, keyPrefix: 'jsprim:', ttl: 1200 })
+  const other = new LockClient({ cluster: seeds, keyPrefix: 'jsprim:', ttl: 1200 })
   const keepAlive = setInterval(() => {}, 1000)
   try {
     // Several semaphores, on different masters.
@@ -126,8 +126,8 @@ test('semaphores, read-write locks and fair locks on a cluster: renewed, counted
     const writer = await rw.writeLock()
     assert.equal(await other.readWriteLock('doc').tryReadLock(), null)
     const fair = await locks.acquire('f', { fair: true })
-    const until = Date.now() + 1500
-    await waitFor(() => Date.now() >= until, { timeout: 4000, what: 'two leases' })
+    const until = Date.now() + 2500
+    await waitFor(() => Date.now() >= until, { timeout: 5000, what: 'two leases' })
     for (const l of [...held, writer, fair]) assert.equal(l.status, 'held', `${l.key} renewed on its master`)
     for (const s of sems) assert.equal(await s.count(), 2)
     for (const l of [...held, writer, fair]) assert.equal(await l.release(), true)
