@@ -222,7 +222,7 @@ impl NodeAnswer {
     }
 
     /// An error reply that only says the master could not be reached (see
-    /// [`Fault::is_not_the_master`]): it counts as a connection failure.
+    /// `Fault::is_not_the_master`): it counts as a connection failure.
     pub fn is_redirection(&self) -> bool {
         matches!(self, NodeAnswer::ErrorReply(f) if f.is_not_the_master())
     }

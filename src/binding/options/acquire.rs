@@ -264,7 +264,7 @@ pub fn packed_acquire_options() -> Vec<&'static str> {
 pub const PACKED_LEN: usize = PACKED.len() + 1;
 
 impl AcquireOptions {
-    /// The options packed as [`packed_acquire_options`] describes.
+    /// The options packed as `packed_acquire_options` describes.
     pub fn from_packed(p: &[f64]) -> Result<AcquireOptions, LockError> {
         if p.len() != PACKED_LEN || !(0.0..(1u64 << PACKED.len()) as f64).contains(&p[0]) {
             return Err(LockError::invalid_value(

@@ -47,7 +47,7 @@ pub enum Release {
 
 pub struct LockState {
     pub id: u64,
-    /// How many [`Lock`](Lock) handles reach it:
+    /// How many [`Lock`] handles reach it:
     /// at 0 again it is let go (see `Lock`'s `Drop`).
     pub(crate) handles: AtomicUsize,
     /// The keys as stored in Redis: the client's prefix, then the name the

@@ -16,7 +16,7 @@ use crate::core::engine::inner::Inner;
 use crate::core::error::{NodeAnswer, Result};
 use crate::core::quorum;
 
-/// What [`count_permits`] found.
+/// What `count_permits` found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Count {
     /// Permits held, as at least a quorum of nodes counts them.

@@ -334,7 +334,7 @@ impl<'s> Call<'s> {
         self.arg_parts().map(text).collect()
     }
 
-    /// The script's source, when it is one of [`ALL`] (none for plain
+    /// The script's source, when it is one of `scripts::ALL` (none for plain
     /// commands: there is no script to load).
     pub fn source(&self) -> Option<&'static str> {
         if self.is_plain() {

@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-/// The source of every script, in the order of [`ALL`].
+/// The source of every script, in the order of `ALL`.
 pub mod source {
     pub const ACQUIRE: &str = concat!(
         include_str!("../../scripts/fence.lua"),
@@ -92,7 +92,7 @@ static ALL: [(&LazyLock<Script>, &str); 12] = [
     (&FAIR_LEAVE, source::FAIR_LEAVE),
 ];
 
-/// The source of `script` and its bit (see [`ALL`]).
+/// The source of `script` and its bit (see `ALL`).
 pub fn source_of(script: &Script) -> Option<(&'static str, u32)> {
     // The statics themselves first (every call names one), then by hash.
     let at = ALL

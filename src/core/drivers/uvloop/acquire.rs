@@ -205,7 +205,7 @@ impl FastAcquire {
         self.step()
     }
 
-    /// It was told to look (see [`fast_acquire`]'s `waker`): its turn came,
+    /// It was told to look (see `fast_acquire`'s `waker`): its turn came,
     /// so it begins; or its place in the key's line was woken (a release
     /// notice, a caller behind it whose timer fired), so a pause ends in the
     /// next attempt.

@@ -291,7 +291,7 @@ pub enum Event {
     /// A release notice ended a pause.
     Woken,
     /// Contended on one key: release notices for it will shorten the waits
-    /// once the driver listens for them ([`Acquisition::listening`]); joining
+    /// once the driver listens for them (`Acquisition::listening`); joining
     /// the key's line lets the next caller of the client go.
     Listen,
     /// An attempt failed without joining the key's line (an outage, or no

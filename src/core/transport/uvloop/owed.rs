@@ -1,9 +1,9 @@
 //! What a JS-thread connection sends and owes: a command as it goes out
 //! ([`Script`]: a script call packed once as EVALSHA, its EVAL built only on
 //! NOSCRIPT; or a plain take's SET, followed by a PTTL when answered nil),
-//! the replies owed in order ([`Pending`], each handed to its [`OnReply`])
-//! and by when ([`deadline`]), and what a reply makes go again
-//! ([`Pending::again`]).
+//! the replies owed in order (`Pending`, each handed to its [`OnReply`])
+//! and by when (`deadline`), and what a reply makes go again
+//! (`Pending::again`).
 
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU8, Ordering};
