@@ -82,10 +82,10 @@ describe('one node', () => {
   })
 
   test('the watchdog renews each holder\'s lease; an expired holder is reclaimed by the next acquisition', async () => {
-    const sem = locks.semaphore('sem:renew', { limit: 1, ttl: 600 })
+    const sem = locks.semaphore('sem:renew', { limit: 1, ttl: 1200 })
     const lock = await sem.acquire()
-    const until = Date.now() + 1800
-    await waitFor(() => Date.now() >= until, { timeout: 4000, what: 'three leases' })
+    const until = Date.now() + 2500
+    await waitFor(() => Date.now() >= until, { timeout: 5000, what: 'two leases' })
     assert.equal(lock.held, true)
     const score = Number(await redis.zscore('sem:renew', lock.token))
     const [secs, micros] = await redis.time()
@@ -282,11 +282,11 @@ describe('three nodes (Redlock)', () => {
   })
 
   test('renewed by the watchdog on every node; a holder removed from a majority is reported lost', async () => {
-    const sem = client().semaphore('sem:rl-renew', { limit: 2, ttl: 600 })
+    const sem = client().semaphore('sem:rl-renew', { limit: 2, ttl: 1200 })
     const seen = []
     const lock = await sem.acquire({ onLost: (err) => seen.push(err.code) })
-    const until = Date.now() + 1500
-    await waitFor(() => Date.now() >= until, { timeout: 4000, what: 'several leases' })
+    const until = Date.now() + 2500
+    await waitFor(() => Date.now() >= until, { timeout: 5000, what: 'two leases' })
     assert.equal(lock.held, true)
     await settled()
     for (const r of redises) {
