@@ -100,6 +100,9 @@ function rustFiles(out) {
   return [...files].sort()
 }
 
+/** A line of Rust with its string and char literals emptied and its comment cut: its braces are the code's. */
+const bare = (line) => line.replace(/"(?:[^"\\]|\\.)*"/g, '""').replace(/'(?:[^'\\]|\\.)'/g, "''").replace(/\/\/.*$/, '')
+
 /**
  * How much of those files one acquire runs: the lines of every Rust function
  * with a line that ran (its docs and attributes included), from callgrind's
@@ -139,17 +142,19 @@ function rustLines(out, files) {
     const tests = src.findIndex((l, i) => /^#\[cfg\((all\()?test\b/.test(l) && /^(pub(\([\w:]+\))?\s+)?mod \w+ \{/.test(src[i + 1] ?? ''))
     whole += tests === -1 ? src.length : tests
     const used = new Set()
-    src.forEach((text, i) => {
+    const body = tests === -1 ? src : src.slice(0, tests)
+    body.forEach((text, i) => {
       if (!/^\s*(pub(\([^)]*\))?\s+)?(const\s+)?(async\s+)?(unsafe\s+)?(extern "C"\s+)?fn\s/.test(text)) return
       let start = i
       while (start > 0 && /^\s*(\/\/\/|#\[)/.test(src[start - 1])) start--
       let depth = 0
       let opened = false
       let end = i
-      for (; end < src.length; end++) {
-        depth += (src[end].match(/\{/g) ?? []).length - (src[end].match(/\}/g) ?? []).length
-        if (src[end].includes('{')) opened = true
-        if ((opened && depth <= 0) || (!opened && src[end].trimEnd().endsWith(';'))) break
+      for (; end < body.length; end++) {
+        const code = bare(body[end])
+        depth += (code.match(/\{/g) ?? []).length - (code.match(/\}/g) ?? []).length
+        if (code.includes('{')) opened = true
+        if ((opened && depth <= 0) || (!opened && code.trimEnd().endsWith(';'))) break
       }
       for (let n = i + 1; n <= end + 1; n++) {
         if (lines.has(n)) {

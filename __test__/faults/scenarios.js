@@ -25,7 +25,8 @@ async function finish(ctx, keys, { maxTtl, excuse = () => false, excuseLost = ()
   const { sess, cluster } = ctx
   const stuck = await sess.stopAll()
   const finals = await sess.finals(keys)
-  const report = check(sess.events, { base: sess.base, finals, deaths: sess.deaths, seen: cluster.tokensSeen() })
+  const seen = cluster.tokensSeen()
+  const report = check(sess.events, { base: sess.base, finals, deaths: sess.deaths, seen })
   const orphans = await cluster.waitNoLeftovers(PREFIX, maxTtl + 1000)
   const violations = []
   const realOverlaps = report.overlaps.filter((o) => !excuse(o, report))
@@ -34,7 +35,6 @@ async function finish(ctx, keys, { maxTtl, excuse = () => false, excuseLost = ()
   // matched by a loss told to the earlier holder (its signal or onLost, or a
   // withLock rejection with ERR_LOCK_LOST).
   const byTok = new Map(report.intervals.map((iv) => [iv.tok, iv]))
-  const seen = cluster.tokensSeen()
   const unreported = report.overlaps.filter((o) => !toldOfLoss(earlierHolder(o, byTok, seen)))
   if (unreported.length) violations.push(`overlap not reported to the earlier holder: ${unreported.length} pair(s) (${unreported.slice(0, 3).map((o) => `${o.wa} on ${o.k}`).join(', ')})`)
   if (report.excess.length) violations.push(`overlap beyond the semaphore's limit: ${report.excess.length} time(s), worst ${Math.max(...report.excess.map((x) => x.held))} permits of ${report.excess[0].limit} held (${JSON.stringify(report.excess.slice(0, 2))})`)
