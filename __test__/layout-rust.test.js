@@ -118,7 +118,7 @@ function findCycle(graph) {
  * and lower layers' modules only. The basics every layer uses come first.
  */
 const LAYERS = [
-  ['error', 'base', 'memory', 'broken', 'tls'],
+  ['error', 'base', 'broken', 'tls'],
   ['model'],
   ['quorum'],
   ['config'],

@@ -37,7 +37,7 @@ pub use options::{
 /// with `node bench/run.js --scenario 1,2`).
 #[napi_derive::module_init]
 fn init() {
-    crate::core::memory::configure();
+    crate::core::base::configure();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("lockdog")

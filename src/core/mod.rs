@@ -19,8 +19,9 @@
 //!   `tokio.rs` in a task, `uvloop/` on the JS thread;
 //! - `client/`: the entry point.
 //!
-//! `error.rs`, `base.rs` (the clock, std locks, spawning), `memory.rs`, `tls.rs` and `broken.rs`
-//! (the fault suite's deliberately broken variants) are used by every layer.
+//! `error.rs`, `base.rs` (the clock, std locks, spawning, giving memory
+//! back), `tls.rs` and `broken.rs` (the fault suite's deliberately broken
+//! variants) are used by every layer.
 
 pub mod base;
 pub mod broken;
@@ -29,7 +30,6 @@ pub mod config;
 pub mod drivers;
 pub mod engine;
 pub mod error;
-pub mod memory;
 pub mod model;
 pub mod ops;
 pub mod quorum;

@@ -17,7 +17,7 @@ use napi::bindgen_prelude::{spawn, PromiseRaw, ToNapiValue};
 use napi::{sys, Env, Error, Result, Status};
 
 use crate::binding::errors::JsResult;
-use crate::core::memory::Peak;
+use crate::core::base::Peak;
 
 mod callback;
 

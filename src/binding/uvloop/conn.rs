@@ -18,9 +18,9 @@ use smallvec::SmallVec;
 use super::reactor::{current, deliver, done_list, Reactor, REACTOR};
 use super::uv::{self, Handle, Uv};
 use crate::binding::options::PACKED_LEN;
+use crate::core::base::Peak;
 use crate::core::drivers::uvloop;
 use crate::core::error::NodeAnswer;
-use crate::core::memory::Peak;
 use crate::core::transport::uvloop::{Done, OnReply, Wire};
 use crate::core::{self as core};
 

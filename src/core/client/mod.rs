@@ -363,7 +363,7 @@ impl Client {
             // What the client's locks and queues took is free now: give it
             // back (a client that held many locks, even if released before,
             // leaves as much freed memory behind).
-            crate::core::memory::give_back();
+            crate::core::base::give_back();
         }
     }
 }

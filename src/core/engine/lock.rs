@@ -141,13 +141,13 @@ impl crate::core::ops::KeepsAnswers for LockState {
 
 impl Drop for LockState {
     fn drop(&mut self) {
-        crate::core::memory::lock_dropped();
+        crate::core::base::lock_dropped();
     }
 }
 
 impl LockState {
     pub fn new(n: NewLock) -> Self {
-        crate::core::memory::lock_made();
+        crate::core::base::lock_made();
         LockState {
             id: n.id,
             handles: AtomicUsize::new(0),

@@ -15,8 +15,8 @@ use super::owed::{self, deadline, Again, Done, OnReply, Packed, Pending, Reloads
 use super::socket::decode;
 use super::socket::Socket;
 use crate::core::base::later;
+use crate::core::base::Peak;
 use crate::core::error::NodeAnswer;
-use crate::core::memory::Peak;
 use crate::core::ops::script_free::Server;
 use crate::core::ops::Reply;
 
