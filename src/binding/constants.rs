@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use napi_derive::napi;
 
-use crate::core::model::keys;
+use crate::core::model;
 use crate::core::{config, quorum};
 
 /// Longest wait, delay or timeout accepted, in ms (what a 32-bit signed timer can hold).
@@ -14,7 +14,7 @@ pub const MAX_MS: u32 = config::MAX_MS as u32;
 
 /// Longest lock key (and key prefix), in bytes of UTF-8.
 #[napi]
-pub const MAX_KEY_BYTES: u32 = keys::MAX_KEY_BYTES as u32;
+pub const MAX_KEY_BYTES: u32 = model::MAX_KEY_BYTES as u32;
 
 /// The Redis URL a client uses when given no `url`, `nodes` or `cluster` and `REDIS_URL` is unset or empty.
 #[napi]
@@ -87,7 +87,7 @@ mod tests {
     #[test]
     fn exported_values_are_the_core_values() {
         assert_eq!(u64::from(MAX_MS), config::MAX_MS);
-        assert_eq!(MAX_KEY_BYTES as usize, keys::MAX_KEY_BYTES);
+        assert_eq!(MAX_KEY_BYTES as usize, model::MAX_KEY_BYTES);
         assert_eq!(u128::from(DEFAULT_TTL_MS), config::DEFAULT_TTL.as_millis());
         assert_eq!(DEFAULT_URL, config::DEFAULT_URL);
         assert_eq!(URL_ENV, config::URL_ENV);

@@ -7,7 +7,7 @@ use std::time::Duration;
 use napi_derive::napi;
 
 use crate::core::config::{self, lease_millis, millis, whole_number};
-use crate::core::model::keys::lock_keys;
+use crate::core::model::lock_keys;
 use crate::core::{self as core, LockError, Request};
 
 /// Settings of one acquisition; unset fields take the client's defaults.

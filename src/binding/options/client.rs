@@ -220,13 +220,10 @@ impl LockClientOptions {
             wait_replicas_timeout: self.wait_replicas_timeout,
         }
         .to_core()?;
-        if cfg.key_prefix.len() > crate::core::model::keys::MAX_KEY_BYTES {
+        if cfg.key_prefix.len() > crate::core::model::MAX_KEY_BYTES {
             return Err(LockError::out_of_range(
                 "keyPrefix",
-                &format!(
-                    "at most {} bytes long",
-                    crate::core::model::keys::MAX_KEY_BYTES
-                ),
+                &format!("at most {} bytes long", crate::core::model::MAX_KEY_BYTES),
                 cfg.key_prefix.len(),
             ));
         }

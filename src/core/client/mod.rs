@@ -20,7 +20,8 @@ use crate::core::engine::inner::{EventHook, Inner};
 use crate::core::engine::lock::Lock;
 use crate::core::engine::stats::StatsSnapshot;
 use crate::core::error::{ErrorCode, LockError, Result};
-use crate::core::model::keys::{self, fence_key, lock_keys, Keys};
+use crate::core::model::keys::{self, fence_key};
+use crate::core::model::{self, lock_keys, Keys};
 use crate::core::transport::tokio::Node;
 
 mod kinds;
@@ -172,18 +173,18 @@ impl Client {
         }
         let names = match keys {
             Keys::One(key) => {
-                keys::check_key(&key)?;
+                model::check_key(&key)?;
                 Keys::One(key)
             }
             Keys::Many(keys) => lock_keys(keys)?.into(),
         };
         let cfg = &self.inner.cfg;
         for name in names.iter() {
-            keys::check_not_derived(name, &cfg.key_prefix)?;
+            model::check_not_derived(name, &cfg.key_prefix)?;
         }
         if self.inner.has_cluster {
             // One script must reach every key, so they must live in one hash slot.
-            let keys = keys::prefixed(&cfg.key_prefix, &names);
+            let keys = model::prefixed(&cfg.key_prefix, &names);
             let fences: Vec<String> = if cfg.fencing {
                 keys.iter().map(|k| fence_key(k)).collect()
             } else {

@@ -11,7 +11,8 @@ use super::Client;
 use crate::core::engine::inner::Inner;
 use crate::core::engine::semaphore;
 use crate::core::error::{NodeAnswer, NodeReport, Result};
-use crate::core::model::keys::{self, fence_key, lock_keys};
+use crate::core::model::keys::fence_key;
+use crate::core::model::{self, lock_keys};
 use crate::core::quorum::{self, Released, Tally};
 
 #[derive(Debug, Clone)]
@@ -46,7 +47,7 @@ pub(super) async fn release_token(
     names: &[String],
     token: &str,
 ) -> Result<TokenRelease> {
-    let keys = keys::prefixed(&inner.cfg.key_prefix, names);
+    let keys = model::prefixed(&inner.cfg.key_prefix, names);
     let timeout = inner.cfg.command_timeout;
     let kind = inner.stored_kind(&keys).await;
     let answers = join_all(

@@ -17,7 +17,8 @@ use crate::core::config::AcquireSpec;
 use crate::core::engine::lock::Lock;
 use crate::core::engine::lock::{LockState, NewLock};
 use crate::core::error::Result;
-use crate::core::model::keys::{self, channel, Keys, CHANNEL_PREFIX};
+use crate::core::model::keys::{self, channel, CHANNEL_PREFIX};
+use crate::core::model::Keys;
 // The model's type the fast path still names by its former path.
 use crate::core::base::{later, ms_of};
 use crate::core::engine::inner::Inner;
@@ -63,7 +64,7 @@ pub(crate) fn plan_of(inner: &Inner, request: &mut Request) -> Plan {
     let keys = if inner.cfg.key_prefix.is_empty() {
         std::mem::replace(&mut request.names, Keys::Many(Vec::new()))
     } else {
-        keys::prefixed(&inner.cfg.key_prefix, &request.names)
+        model::prefixed(&inner.cfg.key_prefix, &request.names)
     };
     let spec = &request.spec;
     let take = match request.permits {

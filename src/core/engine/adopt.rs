@@ -15,7 +15,7 @@ use crate::core::engine::lock::lost;
 use crate::core::engine::lock::Lock;
 use crate::core::engine::lock::{LockState, NewLock};
 use crate::core::error::{LockError, NodeAnswer, Result};
-use crate::core::model::keys;
+use crate::core::model;
 use crate::core::ops::Answers;
 use crate::core::quorum::{self, Renewed, Tally};
 use crate::core::transport::tokio::Renewal;
@@ -45,7 +45,7 @@ pub fn check_token(token: &str) -> Result<()> {
 pub(crate) async fn adopt(inner: &Arc<Inner>, request: Request, token: String) -> Result<Lock> {
     let Request { names, spec, .. } = request;
     inner.ensure_accepting()?;
-    let keys = keys::prefixed(&inner.cfg.key_prefix, &names);
+    let keys = model::prefixed(&inner.cfg.key_prefix, &names);
     let label = names.join(", ");
     let ttl = spec.ttl;
     let timeout = inner.cfg.node_timeout_for(ttl);

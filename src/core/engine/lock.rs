@@ -14,7 +14,7 @@ use crate::core::base::{from_us, ms_of, to_us};
 use crate::core::engine::ending;
 use crate::core::engine::inner::Inner;
 use crate::core::error::{LockError, NodeReport, Result};
-use crate::core::model::keys::Keys;
+use crate::core::model::Keys;
 use crate::core::model::{LockKind, Token};
 use crate::core::ops::Answers;
 

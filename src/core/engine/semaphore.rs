@@ -1,7 +1,7 @@
 //! Counting semaphores: at most `limit` permits of one key held at a time,
 //! each holder with its own token and lease. Taking permits is an
 //! acquisition like a lock's with the semaphore's script (`ops::acquisition`,
-//! `Take::Permits`; its permits are `model/kind.rs`); holders
+//! `Take::Permits`; its permits are `model/lease.rs`); holders
 //! are renewed by the watchdog's batches and released by the lock scripts.
 //! On several nodes (Redlock) the permits are `limit` numbered slots, each a
 //! mutex a majority must grant (`sem_slots.lua`): a count per node would let

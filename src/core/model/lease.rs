@@ -1,8 +1,66 @@
-//! What one attempt sends to a node: the keys and leases of a semaphore's or
+//! Permits (checked against their limit, a fair lock's, a read-write
+//! lock's), and what one attempt sends to a node: the keys and leases of a semaphore's or
 //! read-write lock's attempt ([`PermitsLease`]) and of a fair one ([`FairLease`]),
 //! and the companion keys they live beside, in the lock key's hash slot.
 
+use super::lock::{Kind, Permits};
+use crate::core::error::{LockError, Result};
 use crate::core::model::keys;
+
+/// The largest `limit` accepted: every acquisition counts the holders.
+pub const MAX_LIMIT: u32 = 100_000;
+
+/// How many readers a read-write lock admits at once; its writer takes them all.
+pub const READERS: u32 = 10_000;
+
+/// Checks a semaphore's `limit` and the `permits` one acquisition asks for.
+pub fn check_permits(limit: u32, permits: u32) -> Result<Permits> {
+    if limit == 0 || limit > MAX_LIMIT {
+        return Err(LockError::out_of_range(
+            "limit",
+            &format!(">= 1 and <= {MAX_LIMIT}"),
+            limit,
+        ));
+    }
+    if permits == 0 || permits > limit {
+        return Err(LockError::out_of_range(
+            "permits",
+            &format!(">= 1 and <= limit ({limit})"),
+            permits,
+        ));
+    }
+    Ok(Permits {
+        limit,
+        permits,
+        kind: Kind::Semaphore,
+    })
+}
+
+/// A fair lock: one holder, waiters served in arrival order across processes.
+pub fn fair_permits() -> Permits {
+    Permits {
+        limit: 1,
+        permits: 1,
+        kind: Kind::Fair,
+    }
+}
+
+/// A read-write lock's reader (`write` false) or writer.
+pub fn rw_permits(write: bool) -> Permits {
+    Permits {
+        limit: READERS,
+        permits: if write { READERS } else { 1 },
+        kind: if write { Kind::Write } else { Kind::Read },
+    }
+}
+
+/// The same permits, served in arrival order.
+pub fn fair(p: Permits) -> Permits {
+    Permits {
+        kind: Kind::FairPermits,
+        ..p
+    }
+}
 
 /// One attempt's keys and leases on a node.
 pub struct PermitsLease<'a> {
@@ -50,6 +108,15 @@ pub fn line_keys(key: &str) -> [String; 2] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::error::ErrorCode;
+
+    fn sem(limit: u32, permits: u32, kind: Kind) -> Permits {
+        Permits {
+            limit,
+            permits,
+            kind,
+        }
+    }
 
     #[test]
     fn a_writer_marks_itself_beside_the_key() {
@@ -70,5 +137,28 @@ mod tests {
     fn companion_keys_follow_the_fence_keys_naming() {
         assert_eq!(beside("k", "x"), "{k}:x");
         assert_eq!(beside("{h}k", "line"), "{h}k:line");
+    }
+
+    #[test]
+    fn permits_are_checked_against_their_limit() {
+        assert_eq!(check_permits(5, 2).ok(), Some(sem(5, 2, Kind::Semaphore)));
+        assert!(check_permits(MAX_LIMIT, MAX_LIMIT).is_ok());
+        for (limit, permits) in [(0, 1), (MAX_LIMIT + 1, 1), (3, 0), (3, 4)] {
+            let e = check_permits(limit, permits).err();
+            assert_eq!(
+                e.map(|e| e.code),
+                Some(ErrorCode::OutOfRange),
+                "{limit}/{permits}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_writer_takes_every_reader_permit() {
+        assert_eq!(rw_permits(false), sem(READERS, 1, Kind::Read));
+        assert_eq!(rw_permits(true), sem(READERS, READERS, Kind::Write));
+        assert_eq!(fair(rw_permits(true)).kind, Kind::FairPermits);
+        assert_eq!(fair(rw_permits(true)).permits, READERS);
+        assert_eq!(fair_permits(), sem(1, 1, Kind::Fair));
     }
 }

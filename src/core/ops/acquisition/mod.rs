@@ -52,7 +52,7 @@ use self::state::Phase;
 use super::gather::Answer;
 use crate::core::base::ms_of;
 use crate::core::error::{LockError, NodeAnswer};
-use crate::core::model::keys::Keys;
+use crate::core::model::Keys;
 use crate::core::model::Token;
 
 impl Acquisition {

@@ -11,7 +11,7 @@ use super::super::{permits, release};
 use super::decide::Bounds;
 use crate::core::base::ms_of;
 use crate::core::error::{LockError, NodeAnswer, NodeReport};
-use crate::core::model::keys::Keys;
+use crate::core::model::Keys;
 use crate::core::model::{self, line_keys, FairLease, Permits, Token};
 use crate::core::ops::call::Call;
 use crate::core::quorum::NodeAnswers;

@@ -1,11 +1,159 @@
-//! What an acquisition takes: a plain lock (no permits), or permits of a
-//! semaphore, a read-write lock or a fair line, and the token that says so.
-//! The [`LockKind`] decided here is kept in the lock's state: this process
-//! never parses its own tokens to know how to give a lock back.
-//! The token carries the permits it holds (`<permits>:<uuid>`), so the shared
-//! renewal and release scripts need nothing else to know about it.
+//! One lock as data: its keys (checked, and stored under the client's
+//! prefix), what it takes (a plain lock, or permits of a semaphore, a
+//! read-write lock or a fair line) and the token that says so. The
+//! [`LockKind`] decided here is kept in the lock's state: this process
+//! never parses its own tokens to know how to give a lock back. The token
+//! carries the permits it holds (`<permits>:<uuid>`), so the shared renewal
+//! and release scripts need nothing else to know about it.
 
 use crate::core::error::{LockError, Result};
+
+/// Longest accepted lock key, in UTF-8 bytes.
+pub const MAX_KEY_BYTES: usize = 64 * 1024;
+/// Most keys one lock may hold.
+pub const MAX_KEYS: usize = 1024;
+
+/// Checks and de-duplicates the keys of one lock, keeping their order (in
+/// place: the caller's list is the lock's).
+pub fn lock_keys(mut keys: Vec<String>) -> Result<Vec<String>> {
+    if keys.is_empty() {
+        return Err(LockError::invalid_value("key", "must not be an empty list"));
+    }
+    if keys.len() > MAX_KEYS {
+        return Err(LockError::out_of_range(
+            "key",
+            &format!("a list of at most {MAX_KEYS} keys"),
+            keys.len(),
+        ));
+    }
+    for key in &keys {
+        check_key(key)?;
+    }
+    // Each key kept where it first comes.
+    let mut kept = 0;
+    for i in 0..keys.len() {
+        if !keys[..kept].contains(&keys[i]) {
+            keys.swap(kept, i);
+            kept += 1;
+        }
+    }
+    keys.truncate(kept);
+    Ok(keys)
+}
+
+/// One key of a lock: a non-empty string of at most `MAX_KEY_BYTES`.
+pub fn check_key(key: &str) -> Result<()> {
+    if key.is_empty() {
+        return Err(LockError::invalid_value(
+            "key",
+            "must be a non-empty string",
+        ));
+    }
+    if key.len() > MAX_KEY_BYTES {
+        return Err(LockError::out_of_range(
+            "key",
+            &format!("at most {MAX_KEY_BYTES} bytes long"),
+            format!("{} bytes", key.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// The keys as stored: `prefix` before each name (one key without a list).
+pub fn prefixed(prefix: &str, names: &[String]) -> Keys {
+    let prefixed = |n: &String| {
+        let mut key = String::with_capacity(prefix.len() + n.len());
+        key.push_str(prefix);
+        key.push_str(n);
+        key
+    };
+    match names {
+        [name] => Keys::One(prefixed(name)),
+        _ => Keys::Many(names.iter().map(prefixed).collect()),
+    }
+}
+
+/// Whether `key` has a Redis Cluster hash tag (`{…}`, not empty).
+pub(super) fn has_hash_tag(key: &str) -> bool {
+    key.find('{')
+        .and_then(|open| key[open + 1..].find('}').map(|close| close > 0))
+        .unwrap_or(false)
+}
+
+/// The companions lockdog keeps beside a lock key `k` in its hash slot, as
+/// `{k}:<suffix>` (`k:<suffix>` when `k` has a hash tag), and what each is.
+pub const DERIVED: [(&str, &str); 4] = [
+    ("fence", "fence counter"),
+    ("writer", "read-write lock's waiting-writer mark"),
+    ("line:lease", "fair lock's line leases"),
+    ("line", "fair lock's line"),
+];
+
+/// Refuses the key `name`, stored under `prefix`, when it is a name lockdog
+/// derives for another lock key (see [`DERIVED`]): a lock there would block,
+/// break or be broken by that lock.
+pub fn check_not_derived(name: &str, prefix: &str) -> Result<()> {
+    let stored: std::borrow::Cow<'_, str> = if prefix.is_empty() {
+        name.into()
+    } else {
+        format!("{prefix}{name}").into()
+    };
+    let stored = stored.as_ref();
+    for (suffix, what) in DERIVED {
+        let Some(base) = stored
+            .strip_suffix(suffix)
+            .and_then(|b| b.strip_suffix(':'))
+        else {
+            continue;
+        };
+        if !has_hash_tag(base) {
+            continue;
+        }
+        let of = base
+            .strip_prefix('{')
+            .and_then(|b| b.strip_suffix('}'))
+            .filter(|b| !b.contains(['{', '}']))
+            .unwrap_or(base);
+        return Err(LockError::invalid_value(
+            "key",
+            &format!(
+                "is \"{name}\", the name lockdog keeps for the {what} of lock \"{of}\" (a key ending in :fence, :writer, :line or :line:lease after a {{hash tag}} is reserved); pick another name"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A lock's keys: one (nearly every lock) kept without a list of its own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Keys {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl std::ops::Deref for Keys {
+    type Target = [String];
+
+    fn deref(&self) -> &[String] {
+        match self {
+            Keys::One(key) => std::slice::from_ref(key),
+            Keys::Many(keys) => keys,
+        }
+    }
+}
+
+impl From<Vec<String>> for Keys {
+    fn from(mut keys: Vec<String>) -> Keys {
+        match keys.pop() {
+            Some(key) if keys.is_empty() => Keys::One(key),
+            Some(key) => {
+                keys.push(key);
+                Keys::Many(keys)
+            }
+            None => Keys::Many(keys),
+        }
+    }
+}
 
 /// How many permits to take of a semaphore of `limit`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,12 +210,6 @@ impl Permits {
     }
 }
 
-/// The largest `limit` accepted: every acquisition counts the holders.
-pub const MAX_LIMIT: u32 = 100_000;
-
-/// How many readers a read-write lock admits at once; its writer takes them all.
-pub const READERS: u32 = 10_000;
-
 /// How a lock's keys are given back, fixed where it is taken and kept in
 /// its state (a token taken over from elsewhere, by `adopt` or a release by
 /// token, gets the kind the server's keys show: see `Inner::stored_kind`).
@@ -93,55 +235,6 @@ impl LockKind {
             Some(_) => LockKind::Plain,
             None => LockKind::Key,
         }
-    }
-}
-
-/// Checks a semaphore's `limit` and the `permits` one acquisition asks for.
-pub fn check_permits(limit: u32, permits: u32) -> Result<Permits> {
-    if limit == 0 || limit > MAX_LIMIT {
-        return Err(LockError::out_of_range(
-            "limit",
-            &format!(">= 1 and <= {MAX_LIMIT}"),
-            limit,
-        ));
-    }
-    if permits == 0 || permits > limit {
-        return Err(LockError::out_of_range(
-            "permits",
-            &format!(">= 1 and <= limit ({limit})"),
-            permits,
-        ));
-    }
-    Ok(Permits {
-        limit,
-        permits,
-        kind: Kind::Semaphore,
-    })
-}
-
-/// A fair lock: one holder, waiters served in arrival order across processes.
-pub fn fair_permits() -> Permits {
-    Permits {
-        limit: 1,
-        permits: 1,
-        kind: Kind::Fair,
-    }
-}
-
-/// A read-write lock's reader (`write` false) or writer.
-pub fn rw_permits(write: bool) -> Permits {
-    Permits {
-        limit: READERS,
-        permits: if write { READERS } else { 1 },
-        kind: if write { Kind::Write } else { Kind::Read },
-    }
-}
-
-/// The same permits, served in arrival order.
-pub fn fair(p: Permits) -> Permits {
-    Permits {
-        kind: Kind::FairPermits,
-        ..p
     }
 }
 
@@ -228,7 +321,7 @@ impl From<String> for Token {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::error::ErrorCode;
+    use crate::core::model::{fair, fair_permits, rw_permits};
 
     #[test]
     fn a_uuid_token_is_kept_in_place() {
@@ -315,25 +408,52 @@ mod tests {
     }
 
     #[test]
-    fn permits_are_checked_against_their_limit() {
-        assert_eq!(check_permits(5, 2).ok(), Some(sem(5, 2, Kind::Semaphore)));
-        assert!(check_permits(MAX_LIMIT, MAX_LIMIT).is_ok());
-        for (limit, permits) in [(0, 1), (MAX_LIMIT + 1, 1), (3, 0), (3, 4)] {
-            let e = check_permits(limit, permits).err();
-            assert_eq!(
-                e.map(|e| e.code),
-                Some(ErrorCode::OutOfRange),
-                "{limit}/{permits}"
-            );
-        }
+    fn one_key_is_kept_without_a_list() {
+        assert_eq!(Keys::from(vec!["a".to_string()]), Keys::One("a".into()));
+        let two = Keys::from(vec!["a".to_string(), "b".to_string()]);
+        assert_eq!(&*two, ["a", "b"]);
+        assert!(Keys::from(Vec::new()).is_empty());
     }
 
     #[test]
-    fn a_writer_takes_every_reader_permit() {
-        assert_eq!(rw_permits(false), sem(READERS, 1, Kind::Read));
-        assert_eq!(rw_permits(true), sem(READERS, READERS, Kind::Write));
-        assert_eq!(fair(rw_permits(true)).kind, Kind::FairPermits);
-        assert_eq!(fair(rw_permits(true)).permits, READERS);
-        assert_eq!(fair_permits(), sem(1, 1, Kind::Fair));
+    fn keys_are_checked_and_deduplicated() {
+        assert_eq!(
+            lock_keys(vec!["a".into(), "b".into(), "a".into()]).ok(),
+            Some(vec!["a".to_string(), "b".to_string()])
+        );
+        let many = ["a", "b", "a", "c", "b", "d", "d", "a"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            lock_keys(many).ok(),
+            Some(["a", "b", "c", "d"].map(String::from).to_vec()),
+            "each where it first comes"
+        );
+        assert!(lock_keys(vec![]).is_err());
+        for derived in [
+            "{a}:fence",
+            "{a}:writer",
+            "{a}:line",
+            "{a}:line:lease",
+            "x{t}y:fence",
+        ] {
+            assert!(check_not_derived(derived, "").is_err(), "{derived}");
+            assert!(check_not_derived(derived, "app:").is_err(), "app:{derived}");
+        }
+        for plain in [
+            "a:fence",
+            "{}:fence",
+            "{a}:fencer",
+            "{a}",
+            "fence",
+            "{a}:lines",
+        ] {
+            assert!(check_not_derived(plain, "").is_ok(), "{plain}");
+            assert!(check_not_derived(plain, "app:").is_ok(), "app:{plain}");
+        }
+        // The prefix makes it one: "{a}:" + "fence" is the fence of "{a}".
+        assert!(check_not_derived("fence", "{a}:").is_err());
+        assert!(lock_keys(vec![String::new()]).is_err());
+        assert!(lock_keys(vec!["x".repeat(MAX_KEY_BYTES + 1)]).is_err());
     }
 }
