@@ -1,6 +1,6 @@
 //! Every operation fed the same literal replies through both drivers' reading
 //! of them (tokio: redis-rs's parse into a `redis::Value`, then
-//! `runtime::reply`; the fast path: `uvloop::socket::decode`), with the same outcome.
+//! `runtime::reply`; the fast path: `uvloop::owed::decode`), with the same outcome.
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +15,7 @@ use crate::core::ops::{acquire, extend, release, renew, Answer, Gather, Progress
 use crate::core::ops::{Answers, LateAnswers};
 use crate::core::quorum::{Acquired, Released, Renewed};
 use crate::core::transport::tokio::reply::answer_of;
-use crate::core::transport::uvloop::socket::decode;
+use crate::core::transport::uvloop::owed::decode;
 
 /// The tokio driver's reply for these bytes.
 fn tokio(bytes: &[u8]) -> Answer {

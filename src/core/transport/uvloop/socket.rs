@@ -1,17 +1,23 @@
-//! A fast connection's socket: opened with blocking I/O (connect, AUTH,
-//! SELECT, a name and the scripts loaded, in one round trip), then handed
-//! over non-blocking, to be polled; and what comes off it, RESP2 (these
-//! connections speak nothing else), parsed into the operations' [`Reply`]
-//! one whole reply at a time ([`decode`]). What a command goes out as is in
-//! [`owed`](super::owed).
+//! A fast connection made and given up: its socket opened with blocking I/O
+//! (connect, AUTH, SELECT, a name and the scripts loaded, in one round
+//! trip), then handed over non-blocking, to be polled, as a [`Wire`]; and
+//! the wire broken or abandoned. What it does at work is in
+//! [`wire`](super::wire), what goes out and comes back in
+//! [`owed`].
 
-use std::io::{self, Read, Write};
+use std::collections::VecDeque;
+use std::io;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use redis::{ConnectionAddr, ConnectionInfo};
 
+use super::owed::{self, decode, Done, OnReply};
+use super::resend::Reloads;
+use super::wire::Wire;
+use crate::core::base::Peak;
+use crate::core::error::NodeAnswer;
 use crate::core::ops::script_free::Server;
 use crate::core::ops::scripts::source;
 use crate::core::ops::Reply;
@@ -30,52 +36,6 @@ impl Socket {
         match self {
             Socket::Tcp(s) => s.as_raw_fd(),
             Socket::Unix(s) => s.as_raw_fd(),
-        }
-    }
-
-    pub(super) fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Socket::Tcp(s) => s.read(buf),
-            #[cfg(unix)]
-            Socket::Unix(s) => s.read(buf),
-        }
-    }
-
-    /// Reads what the socket holds onto `inb`, until it would block or a
-    /// read comes back short (it took all there was: what arrives later
-    /// wakes the level-triggered poll again, so asking once more would only
-    /// cost a call that finds nothing). Why the connection ended, if it did.
-    pub(super) fn read_all(&mut self, inb: &mut BytesMut) -> Result<(), String> {
-        loop {
-            inb.reserve(4096);
-            let spare = inb.spare_capacity_mut();
-            // SAFETY: reading into uninitialised bytes is fine for a socket read,
-            // and only the `n` bytes it reports are marked as filled.
-            let buf = unsafe {
-                std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<u8>(), spare.len())
-            };
-            match self.read(buf) {
-                Ok(0) => return Err("the connection was closed by the server".to_string()),
-                Ok(n) => {
-                    let short = n < buf.len();
-                    // SAFETY: the read filled these `n` bytes.
-                    unsafe { inb.set_len(inb.len() + n) };
-                    if short {
-                        return Ok(());
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(e) => return Err(e.to_string()),
-            }
-        }
-    }
-
-    pub(super) fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Socket::Tcp(s) => s.write(buf),
-            #[cfg(unix)]
-            Socket::Unix(s) => s.write(buf),
         }
     }
 
@@ -228,138 +188,56 @@ fn read_one(sock: &mut Socket, buf: &mut BytesMut) -> Result<Reply, String> {
     }
 }
 
-/// Nesting beyond this is not a reply of ours: the connection is out of step.
-const MAX_DEPTH: usize = 16;
-
-/// Takes one whole reply off the front of `buf`; `None` until it is all there.
-pub fn decode(buf: &mut BytesMut) -> Result<Option<Reply>, String> {
-    match parse(buf, 0)? {
-        Some((reply, used)) => {
-            buf.advance(used);
-            Ok(Some(reply))
+/// A connection made from its socket, told its server's commands, and
+/// given up.
+impl Wire {
+    pub fn new(sock: Socket) -> Wire {
+        Wire {
+            sock,
+            out: Vec::new(),
+            inb: BytesMut::with_capacity(4096),
+            pending: VecDeque::new(),
+            abandoned: 0,
+            broken: false,
+            blocked: false,
+            sent: 0,
+            written: 0,
+            progress: Instant::now(),
+            last_read: Instant::now(),
+            reloaded: Reloads::default(),
+            peak: Peak::default(),
+            server: Server::default(),
         }
-        None => Ok(None),
     }
-}
 
-/// One reply at the front of `b` and the bytes it takes.
-fn parse(b: &[u8], depth: usize) -> Result<Option<(Reply, usize)>, String> {
-    if depth > MAX_DEPTH {
-        return Err("a reply nested too deep".into());
+    /// The connection's server has `server`'s commands.
+    pub fn serves(&mut self, server: Server) {
+        self.server = server;
+        owed::seen(server);
     }
-    let Some(end) = b.windows(2).position(|w| w == b"\r\n") else {
-        return Ok(None);
-    };
-    let (kind, line) = match b.split_first() {
-        Some((kind, _)) => (*kind, &b[1..end]),
-        None => return Ok(None),
-    };
-    let text = || String::from_utf8_lossy(line).into_owned();
-    let mut used = end + 2;
-    let reply = match kind {
-        b'+' if line == b"OK" => Reply::Status("OK".into()),
-        b'+' => Reply::Status(text().into()),
-        b'-' => {
-            let line = text();
-            let (code, detail) = line.split_once(' ').unwrap_or((&line, ""));
-            Reply::error(code, detail)
-        }
-        b':' => Reply::Int(number(line)?),
-        b'$' => {
-            let Ok(len) = usize::try_from(number(line)?) else {
-                return Ok(Some((Reply::Nil, used)));
-            };
-            let Some(body) = b.get(used..used + len + 2) else {
-                return Ok(None);
-            };
-            if !body.ends_with(b"\r\n") {
-                return Err("a bulk string without its CRLF".into());
+
+    pub fn socket(&self) -> &Socket {
+        &self.sock
+    }
+
+    /// Gives the connection up without answering anyone (its environment is
+    /// gone): what was owed is handed back to be dropped, and the socket is
+    /// shut so the server sees it close at once.
+    pub fn abandon(&mut self) -> Vec<OnReply> {
+        self.broken = true;
+        self.out.clear();
+        self.sock.shutdown();
+        self.pending.drain(..).filter_map(|p| p.on_reply).collect()
+    }
+
+    /// Breaks the connection: every reply owed becomes `answer`.
+    pub fn fail(&mut self, answer: NodeAnswer, done: &mut Done) {
+        self.broken = true;
+        self.out.clear();
+        for p in self.pending.drain(..) {
+            if let Some(on_reply) = p.on_reply {
+                done.push((on_reply, Err(answer.clone())));
             }
-            used += len + 2;
-            Reply::Bulk(body[..len].to_vec())
         }
-        b'*' => {
-            let Ok(count) = usize::try_from(number(line)?) else {
-                return Ok(Some((Reply::Nil, used)));
-            };
-            let mut items = Vec::with_capacity(count.min(1024));
-            for _ in 0..count {
-                match parse(&b[used..], depth + 1)? {
-                    Some((item, n)) => {
-                        items.push(item);
-                        used += n;
-                    }
-                    None => return Ok(None),
-                }
-            }
-            Reply::Array(items)
-        }
-        other => return Err(format!("a reply starting with byte {other}")),
-    };
-    Ok(Some((reply, used)))
-}
-
-fn number(line: &[u8]) -> Result<i64, String> {
-    std::str::from_utf8(line)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("not a number: {:?}", String::from_utf8_lossy(line)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn one(bytes: &[u8]) -> Reply {
-        let mut buf = BytesMut::from(bytes);
-        let reply = decode(&mut buf).expect("valid").expect("whole");
-        assert!(buf.is_empty(), "all of it taken");
-        reply
-    }
-
-    #[test]
-    fn every_kind_of_reply_parses() {
-        assert_eq!(one(b":-3\r\n"), Reply::Int(-3));
-        assert_eq!(one(b"+OK\r\n"), Reply::Status("OK".into()));
-        assert_eq!(one(b"$-1\r\n"), Reply::Nil);
-        assert_eq!(one(b"*-1\r\n"), Reply::Nil);
-        assert_eq!(one(b"$3\r\na\r\n\r\n"), Reply::Bulk(b"a\r\n".to_vec()));
-        assert_eq!(
-            one(b"*2\r\n:1\r\n*1\r\n$0\r\n\r\n"),
-            Reply::Array(vec![Reply::Int(1), Reply::Array(vec![Reply::Bulk(vec![])])])
-        );
-    }
-
-    #[test]
-    fn error_replies_keep_code_and_detail_and_noscript_is_its_own() {
-        assert_eq!(
-            one(b"-WRONGTYPE bad key\r\n"),
-            Reply::Error("WRONGTYPE bad key".into())
-        );
-        assert_eq!(one(b"-NOSCRIPT No matching script\r\n"), Reply::NoScript);
-    }
-
-    #[test]
-    fn a_reply_in_pieces_waits_for_the_rest() {
-        let whole = b"*2\r\n:1\r\n$5\r\nhello\r\n:9\r\n";
-        let first = whole.len() - b":9\r\n".len();
-        for cut in 0..first {
-            let mut buf = BytesMut::from(&whole[..cut]);
-            assert_eq!(decode(&mut buf), Ok(None), "cut at {cut}");
-            assert_eq!(buf.len(), cut, "nothing taken");
-        }
-        let mut buf = BytesMut::from(&whole[..]);
-        assert!(matches!(decode(&mut buf), Ok(Some(Reply::Array(_)))));
-        assert_eq!(decode(&mut buf), Ok(Some(Reply::Int(9))));
-        assert_eq!(decode(&mut buf), Ok(None));
-    }
-
-    #[test]
-    fn garbage_is_an_error() {
-        for bad in [&b"?x\r\n"[..], b":x\r\n", b"$2\r\nabcd\r\n"] {
-            assert!(decode(&mut BytesMut::from(bad)).is_err(), "{bad:?}");
-        }
-        let deep = [b"*1\r\n".repeat(MAX_DEPTH + 2), b":1\r\n".to_vec()].concat();
-        assert!(decode(&mut BytesMut::from(&deep[..])).is_err());
     }
 }

@@ -1,27 +1,24 @@
-//! One fast connection's transport, free of any event loop: a non-blocking
+//! One fast connection at work, free of any event loop: a non-blocking
 //! socket, the bytes still to write, and the replies owed in order (a FIFO of
 //! callbacks). Whoever polls the socket calls [`Wire::on_readable`] and
-//! [`Wire::on_writable`]; [`Wire::expire`] enforces the deadlines. The
-//! fast path's NOSCRIPT recovery lives here: a script call answered NOSCRIPT
-//! is sent again once, as EVAL (one script body per flush).
-
+//! [`Wire::on_writable`]; [`Wire::expire`] enforces the deadlines. What a
+//! reply makes go again (NOSCRIPT's EVAL, a taken key's PTTL) is sent in
+//! turn, as [`resend`](super::resend) says; how a wire is made and given up
+//! is in [`socket`](super::socket).
 use std::collections::VecDeque;
-use std::io;
+use std::io::{self, Read, Write};
 use std::time::Instant;
 
 use bytes::BytesMut;
 
-use super::owed::{self, deadline, Again, Done, OnReply, Packed, Pending, Reloads};
-use super::socket::decode;
+use super::owed::{deadline, decode, Again, Done, OnReply, Packed, Pending};
+use super::resend::Reloads;
 use super::socket::Socket;
 use crate::core::base::later;
 use crate::core::base::Peak;
 use crate::core::error::NodeAnswer;
 use crate::core::ops::script_free::Server;
 use crate::core::ops::Reply;
-
-/// Replies given up on that a connection may still owe before it is closed.
-const MAX_ABANDONED: usize = 10_000;
 
 /// Commands are corked: what one turn of the JS thread sends goes out in one
 /// write, made by the owner of the socket before its loop waits
@@ -31,74 +28,48 @@ const MAX_ABANDONED: usize = 10_000;
 /// the client and the server took turns).
 pub const EARLY_WRITE: usize = 1400;
 
+/// Replies given up on that a connection may still owe before it is closed.
+const MAX_ABANDONED: usize = 10_000;
+
 /// A fast connection: one socket, its replies owed in order.
 pub struct Wire {
-    sock: Socket,
-    out: Vec<u8>,
-    inb: BytesMut,
-    pending: VecDeque<Pending>,
-    abandoned: usize,
-    broken: bool,
+    pub(super) sock: Socket,
+    pub(super) out: Vec<u8>,
+    pub(super) inb: BytesMut,
+    pub(super) pending: VecDeque<Pending>,
+    pub(super) abandoned: usize,
+    pub(super) broken: bool,
     /// The socket took only part of `out`: the rest goes when it is writable.
-    blocked: bool,
+    pub(super) blocked: bool,
     /// Commands sent so far (the next one's `seq`).
-    sent: u64,
+    pub(super) sent: u64,
     /// Bytes written to the socket so far.
-    written: u64,
+    pub(super) written: u64,
     /// When the socket last took bytes, or when bytes began to wait for it:
     /// a command not yet written waits at most its bound from then.
-    progress: Instant,
+    pub(super) progress: Instant,
     /// When a reply was last read: replies come in order, so while they
     /// keep coming a written command waits its bound from the last one
     /// (a JS thread that was busy reads what came meanwhile before anything
     /// is given up on).
-    last_read: Instant,
+    pub(super) last_read: Instant,
     /// Per script source: the `seq` of the last EVAL this connection sent
     /// after a NOSCRIPT. A call sent before it and answered NOSCRIPT goes
     /// again as EVALSHA (it now runs after that EVAL): one script body per
     /// flush, however many calls were in flight.
-    reloaded: Reloads,
+    pub(super) reloaded: Reloads,
     /// The most replies owed at once since the connection was last idle:
     /// once a burst drains, its queues shrink and the memory goes back.
-    peak: Peak,
+    pub(super) peak: Peak,
     /// The commands its server has that calls may take in place of their
     /// scripts (learnt when it opened; forgotten if one is refused).
-    server: Server,
+    pub(super) server: Server,
 }
 
 impl Wire {
-    pub fn new(sock: Socket) -> Wire {
-        Wire {
-            sock,
-            out: Vec::new(),
-            inb: BytesMut::with_capacity(4096),
-            pending: VecDeque::new(),
-            abandoned: 0,
-            broken: false,
-            blocked: false,
-            sent: 0,
-            written: 0,
-            progress: Instant::now(),
-            last_read: Instant::now(),
-            reloaded: Reloads::default(),
-            peak: Peak::default(),
-            server: Server::default(),
-        }
-    }
-
-    /// The connection's server has `server`'s commands.
-    pub fn serves(&mut self, server: Server) {
-        self.server = server;
-        owed::seen(server);
-    }
-
-    fn next_seq(&mut self) -> u64 {
+    pub(super) fn next_seq(&mut self) -> u64 {
         self.sent += 1;
         self.sent
-    }
-
-    pub fn socket(&self) -> &Socket {
-        &self.sock
     }
 
     /// Cut, timed out or out of step: never used again.
@@ -371,31 +342,59 @@ impl Wire {
             self.fail(cut("too many replies overdue"), done);
         }
     }
+}
 
-    /// Gives the connection up without answering anyone (its environment is
-    /// gone): what was owed is handed back to be dropped, and the socket is
-    /// shut so the server sees it close at once.
-    pub fn abandon(&mut self) -> Vec<OnReply> {
-        self.broken = true;
-        self.out.clear();
-        self.sock.shutdown();
-        self.pending.drain(..).filter_map(|p| p.on_reply).collect()
+pub(super) fn cut(why: &str) -> NodeAnswer {
+    NodeAnswer::Unreachable(why.to_string().into())
+}
+
+/// The socket at work: non-blocking reads and writes.
+impl Socket {
+    pub(super) fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => s.read(buf),
+            #[cfg(unix)]
+            Socket::Unix(s) => s.read(buf),
+        }
     }
 
-    /// Breaks the connection: every reply owed becomes `answer`.
-    pub fn fail(&mut self, answer: NodeAnswer, done: &mut Done) {
-        self.broken = true;
-        self.out.clear();
-        for p in self.pending.drain(..) {
-            if let Some(on_reply) = p.on_reply {
-                done.push((on_reply, Err(answer.clone())));
+    /// Reads what the socket holds onto `inb`, until it would block or a
+    /// read comes back short (it took all there was: what arrives later
+    /// wakes the level-triggered poll again, so asking once more would only
+    /// cost a call that finds nothing). Why the connection ended, if it did.
+    pub(super) fn read_all(&mut self, inb: &mut BytesMut) -> Result<(), String> {
+        loop {
+            inb.reserve(4096);
+            let spare = inb.spare_capacity_mut();
+            // SAFETY: reading into uninitialised bytes is fine for a socket read,
+            // and only the `n` bytes it reports are marked as filled.
+            let buf = unsafe {
+                std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<u8>(), spare.len())
+            };
+            match self.read(buf) {
+                Ok(0) => return Err("the connection was closed by the server".to_string()),
+                Ok(n) => {
+                    let short = n < buf.len();
+                    // SAFETY: the read filled these `n` bytes.
+                    unsafe { inb.set_len(inb.len() + n) };
+                    if short {
+                        return Ok(());
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => return Err(e.to_string()),
             }
         }
     }
-}
 
-fn cut(why: &str) -> NodeAnswer {
-    NodeAnswer::Unreachable(why.to_string().into())
+    pub(super) fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => s.write(buf),
+            #[cfg(unix)]
+            Socket::Unix(s) => s.write(buf),
+        }
+    }
 }
 
 #[cfg(all(test, unix))]
