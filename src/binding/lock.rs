@@ -1,11 +1,18 @@
+//! A lock is an id in JS: this thread's table of the locks its JS holds,
+//! what works on one by its id (release, extend, hand-over, forget), and the
+//! promises of lock operations, made and settled on the JS thread (a lock
+//! just taken goes into the table as its promise resolves: [`Taken`]).
+//! Operations finished on other threads are settled through `settle/`.
+
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::ptr;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::binding::errors::{to_napi, ErrorObject};
+use crate::binding::errors::{to_napi, ErrorObject, JsResult};
 use crate::binding::lock_view::millis;
 use crate::binding::settle::settle_later;
 use crate::binding::uvloop;
@@ -239,6 +246,53 @@ pub fn extend_lock<'env>(env: &'env Env, id: f64, ttl: f64) -> Result<PromiseRaw
         return Ok(promise);
     }
     settle_later(env, async move { lock.extend(ttl).await.map_err(to_napi) })
+}
+
+/// A new promise of a lock operation, and its deferred.
+pub(crate) fn promise(env: sys::napi_env) -> Result<(Deferred, sys::napi_value)> {
+    let mut deferred = ptr::null_mut();
+    let mut promise = ptr::null_mut();
+    check_status!(
+        unsafe { sys::napi_create_promise(env, &mut deferred, &mut promise) },
+        "napi_create_promise failed"
+    )?;
+    Ok((Deferred(deferred), promise))
+}
+
+/// A promise's settling end; settled once, on the JS thread it came from.
+pub(crate) struct Deferred(sys::napi_deferred);
+
+// SAFETY: moved to the thread that finishes the operation, a deferred is
+// only used again on the JS thread it came from.
+unsafe impl Send for Deferred {}
+
+impl Deferred {
+    /// Settles the promise now (on its JS thread): resolved with the value,
+    /// or rejected with the failure built as a typed JS error.
+    pub fn settle<T: ToNapiValue>(self, env: sys::napi_env, result: JsResult<T>) {
+        let value = result.and_then(|v| Ok(unsafe { T::to_napi_value(env, v) }?));
+        unsafe {
+            match value {
+                Ok(value) => sys::napi_resolve_deferred(env, self.0, value),
+                Err(failure) => sys::napi_reject_deferred(env, self.0, failure.into_js(env)),
+            };
+        }
+    }
+}
+
+/// Settles at once or, when the operation reported events (`in_turn`),
+/// after them.
+pub(crate) fn finish<T: ToNapiValue + Send + 'static>(
+    env: sys::napi_env,
+    deferred: Deferred,
+    result: JsResult<T>,
+    in_turn: bool,
+) {
+    if in_turn {
+        crate::binding::settle::settle_in_turn(env, deferred, result);
+    } else {
+        deferred.settle(env, result);
+    }
 }
 
 /// A lock just taken or adopted, as JS gets it: its id, the lock kept in

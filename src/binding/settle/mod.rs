@@ -17,6 +17,7 @@ use napi::bindgen_prelude::{spawn, PromiseRaw, ToNapiValue};
 use napi::{sys, Env, Error, Result, Status};
 
 use crate::binding::errors::JsResult;
+use crate::binding::lock::{promise, Deferred};
 use crate::core::base::Peak;
 
 mod callback;
@@ -239,34 +240,6 @@ where
     Ok(PromiseRaw::new(raw_env, promise))
 }
 
-/// A new promise and its deferred.
-pub(crate) fn promise(env: sys::napi_env) -> Result<(Deferred, sys::napi_value)> {
-    let mut deferred = ptr::null_mut();
-    let mut promise = ptr::null_mut();
-    check(
-        unsafe { sys::napi_create_promise(env, &mut deferred, &mut promise) },
-        "napi_create_promise",
-    )?;
-    Ok((Deferred(Raw(deferred)), promise))
-}
-
-/// A promise's settling end; settled once, on the JS thread it came from.
-pub(crate) struct Deferred(Raw<sys::napi_deferred>);
-
-impl Deferred {
-    /// Settles the promise now (on its JS thread): resolved with the value,
-    /// or rejected with the failure built as a typed JS error.
-    pub fn settle<T: ToNapiValue>(self, env: sys::napi_env, result: JsResult<T>) {
-        let value = result.and_then(|v| Ok(unsafe { T::to_napi_value(env, v) }?));
-        unsafe {
-            match value {
-                Ok(value) => sys::napi_resolve_deferred(env, self.0.get(), value),
-                Err(failure) => sys::napi_reject_deferred(env, self.0.get(), failure.into_js(env)),
-            };
-        }
-    }
-}
-
 /// Counts one more operation in flight on this JS thread (keeping the loop alive).
 fn count_in_flight(env: sys::napi_env) {
     LOCAL.with(|local| {
@@ -317,21 +290,6 @@ where
             });
         }
         Err(_) => deferred.settle(env, result),
-    }
-}
-
-/// Settles at once or, when the operation reported events (`in_turn`),
-/// after them.
-pub(crate) fn finish<T: ToNapiValue + Send + 'static>(
-    env: sys::napi_env,
-    deferred: Deferred,
-    result: JsResult<T>,
-    in_turn: bool,
-) {
-    if in_turn {
-        settle_in_turn(env, deferred, result);
-    } else {
-        deferred.settle(env, result);
     }
 }
 

@@ -20,7 +20,7 @@ use super::waiting;
 use crate::binding::cancel::CancelHandle;
 use crate::binding::errors::to_napi;
 use crate::binding::lock::Taken;
-use crate::binding::settle::{self, finish, Deferred};
+use crate::binding::lock::{finish, promise, Deferred};
 use crate::core::drivers::uvloop;
 use crate::core::error::NodeAnswer;
 use crate::core::ops::acquisition::Purpose;
@@ -53,7 +53,7 @@ pub fn acquire<'env>(
         return Err(request);
     };
     let raw_env = env.raw();
-    let Ok((deferred, promise)) = settle::promise(raw_env) else {
+    let Ok((deferred, promise)) = promise(raw_env) else {
         return Err(request);
     };
     if !fast.warmed.replace(true) {

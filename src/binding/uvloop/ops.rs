@@ -14,7 +14,7 @@ use super::conn::Conn;
 use super::conn::{lookup, FastClient, Found, Founds};
 use super::reactor::Reactor;
 use crate::binding::errors::to_napi;
-use crate::binding::settle::{self, finish, Deferred};
+use crate::binding::lock::{finish, promise, Deferred};
 use crate::core::drivers::uvloop;
 use crate::core::engine::lock::Release;
 use crate::core::error::NodeAnswer;
@@ -86,7 +86,7 @@ pub fn release<'env>(env: &'env Env, lock: &Lock) -> Option<PromiseRaw<'env, Rel
     let (r, fast) = lookup(env, Arc::as_ptr(lock.parts().1) as usize)?;
     let found = fast.for_command(&r);
     let raw_env = env.raw();
-    let (deferred, promise) = settle::promise(raw_env).ok()?;
+    let (deferred, promise) = promise(raw_env).ok()?;
     match uvloop::fast_release(lock) {
         Err(answer) => deferred.settle(raw_env, Ok(answer)),
         Ok(sent) => settle_when_decided(&r, &fast, found, sent, raw_env, deferred),
@@ -100,7 +100,7 @@ pub fn extend<'env>(env: &'env Env, lock: &Lock, ttl: Duration) -> Option<Promis
     let found = fast.for_command(&r);
     let sent = uvloop::fast_extend(lock, ttl, Instant::now())?;
     let raw_env = env.raw();
-    let (deferred, promise) = settle::promise(raw_env).ok()?;
+    let (deferred, promise) = promise(raw_env).ok()?;
     settle_when_decided(&r, &fast, found, sent, raw_env, deferred);
     Some(PromiseRaw::new(raw_env, promise))
 }
