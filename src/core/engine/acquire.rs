@@ -24,7 +24,7 @@ use crate::core::base::{later, ms_of};
 use crate::core::engine::inner::Inner;
 use crate::core::engine::waiters::{Arrival, Place};
 use crate::core::model::{self, Kind, LockKind, Permits};
-use crate::core::ops::acquire::LeaseTerms;
+use crate::core::ops::acquisition::LeaseTerms;
 use crate::core::ops::acquisition::{Acquisition, Handoff, Plan, Take, Won as MachineWon};
 use crate::core::ops::{Answers, LateAnswers};
 use crate::core::transport::tokio::NoticeSink;

@@ -11,16 +11,16 @@
 //! sees it unless that failed too.
 //!
 //! `release`, `extend` (a manual extension), `renew` (the watchdog's
-//! batches), `acquire` and `permits` (semaphores and fair lines);
-//! `acquisition` a whole acquisition of any kind of lock, attempts, undos
-//! and waits, as one machine; `gather` holds an operation's answers so far
+//! batches), `permits` (semaphores and fair lines); `acquisition` a whole
+//! acquisition of any kind of lock, attempts (an acquire's call, reply
+//! reading and verdict at quorum: `acquisition/plan.rs`), undos and waits,
+//! as one machine; `gather` holds an operation's answers so far
 //! and hands back those that come after its outcome (the driver records
 //! them with the lock); `scripts` embeds every Lua script once, `call` packs a call of one, and
 //! `script_free` what a server with the commands for it takes instead.
 //! `transport/agree_tests.rs` feeds both transports the same replies and
 //! checks that every operation comes to the same outcome.
 
-pub mod acquire;
 pub mod acquisition;
 pub mod call;
 pub mod extend;

@@ -9,9 +9,10 @@ use redis::RedisError;
 
 use crate::core::error::NodeAnswer;
 use crate::core::model::LockKind;
+use crate::core::ops::acquisition::plan;
 use crate::core::ops::permits::{self, SlotReply};
 use crate::core::ops::scripts;
-use crate::core::ops::{acquire, extend, release, renew, Answer, Gather, Progress, Reply};
+use crate::core::ops::{extend, release, renew, Answer, Gather, Progress, Reply};
 use crate::core::ops::{Answers, LateAnswers};
 use crate::core::quorum::{Acquired, Released, Renewed};
 use crate::core::transport::tokio::reply::answer_of;
@@ -123,7 +124,7 @@ fn a_server_error_from_redis_rs_keeps_its_cause() {
     let Ok(redis::Value::ServerError(e)) = redis::parse_redis_value(b"-LOADING wait\r\n") else {
         panic!("a server error")
     };
-    let answer = acquire::answer(answer_of(Err(e.into()))).0;
+    let answer = plan::answer(answer_of(Err(e.into()))).0;
     assert_eq!(error_text(&answer), "LOADING wait");
     assert!(answer.cause().is_some(), "the redis error stays its cause");
     assert!(answer.is_transient());
@@ -144,11 +145,11 @@ fn ints_of_an_array_only_when_all_are_integers() {
 #[test]
 fn acquire_granted_carries_the_fence() {
     assert_eq!(
-        same(b"*2\r\n:1\r\n:42\r\n", acquire::answer),
+        same(b"*2\r\n:1\r\n:42\r\n", plan::answer),
         (NodeAnswer::Ok, 42)
     );
     assert_eq!(
-        same(b"*2\r\n:1\r\n:0\r\n", acquire::answer),
+        same(b"*2\r\n:1\r\n:0\r\n", plan::answer),
         (NodeAnswer::Ok, 0)
     );
 }
@@ -156,7 +157,7 @@ fn acquire_granted_carries_the_fence() {
 #[test]
 fn acquire_contended_carries_the_holders_pttl() {
     assert_eq!(
-        same(b"*2\r\n:0\r\n:1500\r\n", acquire::answer),
+        same(b"*2\r\n:0\r\n:1500\r\n", plan::answer),
         (
             NodeAnswer::Held {
                 pttl_ms: Some(1500)
@@ -169,14 +170,14 @@ fn acquire_contended_carries_the_holders_pttl() {
 #[test]
 fn acquire_contended_by_a_key_without_ttl_has_no_pttl() {
     assert_eq!(
-        same(b"*2\r\n:0\r\n:-1\r\n", acquire::answer),
+        same(b"*2\r\n:0\r\n:-1\r\n", plan::answer),
         (NodeAnswer::Held { pttl_ms: None }, 0)
     );
 }
 
 #[test]
 fn acquire_error_reply_is_the_nodes_error() {
-    let (answer, fence) = same(b"-OOM command not allowed\r\n", acquire::answer);
+    let (answer, fence) = same(b"-OOM command not allowed\r\n", plan::answer);
     assert_eq!((error_text(&answer), fence), ("OOM command not allowed", 0));
 }
 
@@ -188,7 +189,7 @@ fn acquire_unexpected_replies_are_error_replies() {
         b"$-1\r\n",
         b"*2\r\n:2\r\n:1\r\n",
     ] {
-        let (answer, _) = same(bytes, acquire::answer);
+        let (answer, _) = same(bytes, plan::answer);
         assert!(
             error_text(&answer).starts_with("unexpected acquire reply"),
             "{answer:?}"
@@ -198,14 +199,14 @@ fn acquire_unexpected_replies_are_error_replies() {
 
 #[test]
 fn acquire_noscript_that_reaches_the_operation_is_an_error() {
-    let (answer, _) = same(b"-NOSCRIPT No matching script\r\n", acquire::answer);
+    let (answer, _) = same(b"-NOSCRIPT No matching script\r\n", plan::answer);
     assert!(error_text(&answer).starts_with("NOSCRIPT"));
 }
 
 #[test]
 fn acquire_fault_passes_through() {
     assert_eq!(
-        acquire::answer(Err(NodeAnswer::Timeout)),
+        plan::answer(Err(NodeAnswer::Timeout)),
         (NodeAnswer::Timeout, 0)
     );
 }
@@ -217,40 +218,34 @@ fn tally(answers: &[NodeAnswer]) -> crate::core::quorum::Tally {
 #[test]
 fn acquire_is_decided_at_quorum_without_fencing() {
     let t = tally(&[NodeAnswer::Ok, NodeAnswer::Ok, NodeAnswer::Pending]);
-    assert!(acquire::decided(&t, false, false, 100 * MS, 10 * MS));
+    assert!(plan::decided(&t, false, false, 100 * MS, 10 * MS));
 }
 
 #[test]
 fn acquire_with_fencing_waits_for_every_node() {
     let t = tally(&[NodeAnswer::Ok, NodeAnswer::Ok, NodeAnswer::Pending]);
-    assert!(!acquire::decided(&t, false, true, 100 * MS, 10 * MS));
-    assert!(acquire::decided(&t, true, true, 100 * MS, 10 * MS));
+    assert!(!plan::decided(&t, false, true, 100 * MS, 10 * MS));
+    assert!(plan::decided(&t, true, true, 100 * MS, 10 * MS));
 }
 
 #[test]
 fn acquire_with_too_little_validity_waits_for_every_node() {
     let t = tally(&[NodeAnswer::Ok, NodeAnswer::Ok, NodeAnswer::Pending]);
-    assert!(!acquire::decided(&t, false, false, 5 * MS, 10 * MS));
+    assert!(!plan::decided(&t, false, false, 5 * MS, 10 * MS));
 }
 
 #[test]
 fn acquire_without_quorum_waits_for_every_node() {
     let t = tally(&[NodeAnswer::Ok, NodeAnswer::Timeout, NodeAnswer::Pending]);
-    assert!(!acquire::decided(
-        &t,
-        false,
-        false,
-        100 * MS,
-        Duration::ZERO
-    ));
-    assert!(acquire::decided(&t, true, false, 100 * MS, Duration::ZERO));
+    assert!(!plan::decided(&t, false, false, 100 * MS, Duration::ZERO));
+    assert!(plan::decided(&t, true, false, 100 * MS, Duration::ZERO));
 }
 
 #[test]
 fn acquire_verdicts() {
     let ok = NodeAnswer::Ok;
     let held = NodeAnswer::Held { pttl_ms: Some(9) };
-    let v = |answers: &[NodeAnswer], validity| acquire::verdict(answers, validity, 10 * MS);
+    let v = |answers: &[NodeAnswer], validity| plan::verdict(answers, validity, 10 * MS);
     assert_eq!(
         v(&[ok.clone(), ok.clone(), held.clone()], 20 * MS),
         Acquired::Won
@@ -271,8 +266,8 @@ fn acquire_verdicts() {
     );
 }
 
-fn lease(fencing: bool) -> acquire::LeaseTerms {
-    acquire::LeaseTerms {
+fn lease(fencing: bool) -> plan::LeaseTerms {
+    plan::LeaseTerms {
         ttl: 1000 * MS,
         drift: 12 * MS,
         min_validity: 100 * MS,
@@ -297,9 +292,9 @@ fn attempt(
     fencing: bool,
     replies: &[(usize, &[u8])],
     now: Duration,
-) -> (Vec<Progress>, acquire::Acquire) {
+) -> (Vec<Progress>, plan::Acquire) {
     let t0 = Instant::now();
-    let mut op = acquire::Acquire::new(3, lease(fencing));
+    let mut op = plan::Acquire::new(3, lease(fencing));
     let progress = replies
         .iter()
         .map(|(i, bytes)| op.on_reply(*i, fast(bytes), t0, t0 + now))
@@ -354,14 +349,14 @@ fn an_acquire_attempt_answered_too_late_waits_for_all_and_is_too_late() {
     };
     let validity = lease(false).validity(Instant::now(), Instant::now() + 950 * MS);
     assert_eq!(
-        acquire::verdict(answers, validity, 100 * MS),
+        plan::verdict(answers, validity, 100 * MS),
         Acquired::TooLate
     );
 }
 
 #[test]
 fn acquire_call_packs_keys_then_token_ttl_and_lock_count() {
-    let call = acquire::call_fenced(&["k".to_string()], &["k:fence".to_string()], "tok", 500);
+    let call = plan::call_fenced(&["k".to_string()], &["k:fence".to_string()], "tok", 500);
     let packed = String::from_utf8_lossy(&call.evalsha()).into_owned();
     assert!(packed.starts_with("*8\r\n$7\r\nEVALSHA\r\n$40\r\n"));
     assert!(packed.contains(scripts::ACQUIRE.get_hash()));

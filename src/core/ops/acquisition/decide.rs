@@ -1,11 +1,16 @@
 //! The acquire loop's decisions after an attempt that did not win, pure:
 //! give up (with the attempt's failure, or as a timeout once the wait is
 //! over), or retry after how long a pause. The time (`now`) and the jitter
-//! drawn are arguments.
+//! drawn are arguments. And how an attempt is undone, and a fair line
+//! left, for each kind.
 
 use std::time::{Duration, Instant};
 
+use super::{Plan, Take};
 use crate::core::error::NodeAnswer;
+use crate::core::ops::call::Call;
+use crate::core::ops::gather::Answer;
+use crate::core::ops::{permits, release};
 use crate::core::quorum::Acquired;
 
 /// The caller's bounds on retrying.
@@ -93,6 +98,56 @@ pub(crate) fn pause(
         };
     }
     Some(pause.min(b.wait_until - now))
+}
+
+/// How an attempt is undone, and a fair line left.
+impl Take {
+    /// How a node's reply to an undo reads.
+    pub(super) fn undo_answer(&self, reply: Answer, keys: usize) -> NodeAnswer {
+        match self {
+            Take::Fair { .. } => permits::fair_released(reply),
+            Take::Slots { .. } => permits::slots_undone(reply),
+            _ => release::answer(reply, keys),
+        }
+    }
+
+    /// The undo of attempt `token` (a fair lock's hands on a key it took),
+    /// but the member `keep` (a Redlock semaphore's slots: the ones it won
+    /// with, when it won).
+    pub(super) fn undo_call(&self, plan: &Plan, token: &str, keep: &str) -> Call<'static> {
+        match self {
+            Take::Fair { .. } => {
+                permits::fair_release_call(&plan.keys[0], token, plan.channel, false)
+            }
+            Take::Slots { .. } => {
+                permits::slots_undo_call(&plan.keys[0], token, keep, plan.channel)
+            }
+            _ => release::call(&plan.keys, token, plan.channel),
+        }
+    }
+
+    /// Whether leaving its line also undoes an attempt (a fair lock's leave
+    /// hands on a key its attempt took).
+    pub(super) fn leave_undoes(&self) -> bool {
+        matches!(self, Take::Fair { place_ms, .. } if *place_ms > 0)
+    }
+
+    /// Leaving a fair line for good, once an attempt took a place in it (a
+    /// fair lock's also hands on a key its attempt took); `None` for others.
+    pub(super) fn leave_call(&self, plan: &Plan, token: &str) -> Option<Call<'static>> {
+        match self {
+            Take::Fair { place_ms, .. } if *place_ms > 0 => Some(permits::fair_release_call(
+                &plan.keys[0],
+                token,
+                plan.channel,
+                true,
+            )),
+            Take::FairPermits { place_ms, .. } if *place_ms > 0 => {
+                Some(permits::leave_call(&plan.keys[0], token))
+            }
+            _ => None,
+        }
+    }
 }
 
 #[cfg(test)]

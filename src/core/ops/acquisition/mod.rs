@@ -21,14 +21,13 @@
 //! notices are heard; the undo still owed when it ends is the driver's to send and forget (and, in
 //! a fair line, leaving it).
 //!
-//! Here: the events it takes and the questions it answers, its waits in lines (its client's
-//! callers; a fair lock's hand-off); `state.rs` what it is in between, `plan.rs` what it is given
-//! and gives back, `steps.rs` its steps (attempt, verdict, undo, pause, end) and its timer,
-//! `decide.rs` and `failure.rs` its decisions after a verdict and its errors.
+//! Here: the events it takes, the questions it answers, its waits in lines; `plan.rs` what it is
+//! given and sends, one attempt decided at quorum; `state.rs` what it is in between, reports and
+//! ends with; `steps.rs` its steps and timer; `decide.rs`, `failure.rs` what follows a verdict.
 
 pub mod decide;
 pub mod failure;
-mod plan;
+pub(crate) mod plan;
 mod state;
 mod steps;
 #[cfg(test)]
@@ -38,8 +37,9 @@ mod tests_fair;
 #[cfg(test)]
 mod tests_slots;
 
-pub use plan::{Cancel, Event, Handoff, Outcome, Plan, Purpose, Take, Transmit, Won};
+pub use plan::{Acquire, LeaseTerms, Plan, Purpose, ReadReply, Take, Transmit};
 pub use state::Acquisition;
+pub use state::{Cancel, Event, Handoff, Outcome, Won};
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};

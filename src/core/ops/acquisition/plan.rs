@@ -1,20 +1,23 @@
-//! What an acquisition is given (its [`Plan`]) and what it gives back: the
-//! commands to send ([`Transmit`]), what to report ([`Event`]) and how it
-//! ended ([`Outcome`]).
-
+//! What an acquisition is given (its [`Plan`], and [`Take`]: what it
+//! takes, with each kind's attempt call and how a node's reply to it reads)
+//! and what it sends ([`Transmit`]); and one attempt on every node, its
+//! answers decided at quorum in time ([`Acquire`]: validity = ttl −
+//! elapsed − drift, `now` passed in), except that fencing needs the highest
+//! fence over every granting node and a failure names every node's answer:
+//! both wait for all.
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::super::acquire::{self, LeaseTerms, ReadReply};
-use super::super::gather::Answer;
-use super::super::{permits, release};
+use super::super::gather::{unexpected, Answer, Gather, Progress, Reply};
+use super::super::permits;
 use super::decide::Bounds;
 use crate::core::base::ms_of;
-use crate::core::error::{LockError, NodeAnswer, NodeReport};
+use crate::core::error::{NodeAnswer, NodeReport};
 use crate::core::model::Keys;
 use crate::core::model::{self, line_keys, FairLease, Permits, Token};
 use crate::core::ops::call::Call;
-use crate::core::quorum::NodeAnswers;
+use crate::core::ops::scripts;
+use crate::core::quorum::{self, Acquired, Tally};
 
 /// What an attempt takes.
 #[derive(Debug, Clone)]
@@ -73,7 +76,7 @@ impl Take {
     /// How a node's reply to its attempt reads.
     pub fn reader(&self) -> ReadReply {
         match self {
-            Take::Lock => acquire::answer,
+            Take::Lock => answer,
             Take::Permits { .. } => permits::attempt_answer,
             Take::Fair { .. } => permits::fair_granted,
             Take::FairPermits { .. } => permits::fair_permits_answer,
@@ -83,54 +86,7 @@ impl Take {
 
     /// Whether a node's reply to an attempt at a lock took it.
     pub fn taken(reply: &Answer) -> bool {
-        acquire::answer(reply.clone()).0 == NodeAnswer::Ok
-    }
-
-    /// How a node's reply to an undo reads.
-    pub(super) fn undo_answer(&self, reply: Answer, keys: usize) -> NodeAnswer {
-        match self {
-            Take::Fair { .. } => permits::fair_released(reply),
-            Take::Slots { .. } => permits::slots_undone(reply),
-            _ => release::answer(reply, keys),
-        }
-    }
-
-    /// The undo of attempt `token` (a fair lock's hands on a key it took),
-    /// but the member `keep` (a Redlock semaphore's slots: the ones it won
-    /// with, when it won).
-    pub(super) fn undo_call(&self, plan: &Plan, token: &str, keep: &str) -> Call<'static> {
-        match self {
-            Take::Fair { .. } => {
-                permits::fair_release_call(&plan.keys[0], token, plan.channel, false)
-            }
-            Take::Slots { .. } => {
-                permits::slots_undo_call(&plan.keys[0], token, keep, plan.channel)
-            }
-            _ => release::call(&plan.keys, token, plan.channel),
-        }
-    }
-
-    /// Whether leaving its line also undoes an attempt (a fair lock's leave
-    /// hands on a key its attempt took).
-    pub(super) fn leave_undoes(&self) -> bool {
-        matches!(self, Take::Fair { place_ms, .. } if *place_ms > 0)
-    }
-
-    /// Leaving a fair line for good, once an attempt took a place in it (a
-    /// fair lock's also hands on a key its attempt took); `None` for others.
-    pub(super) fn leave_call(&self, plan: &Plan, token: &str) -> Option<Call<'static>> {
-        match self {
-            Take::Fair { place_ms, .. } if *place_ms > 0 => Some(permits::fair_release_call(
-                &plan.keys[0],
-                token,
-                plan.channel,
-                true,
-            )),
-            Take::FairPermits { place_ms, .. } if *place_ms > 0 => {
-                Some(permits::leave_call(&plan.keys[0], token))
-            }
-            _ => None,
-        }
+        answer(reply.clone()).0 == NodeAnswer::Ok
     }
 
     /// Attempt number `n`'s call for `token`; `first`: the slot a Redlock
@@ -142,7 +98,7 @@ impl Take {
             Take::Lock if n == 1 && plan.plain_first => {
                 Call::plain_take(&plan.keys[0], token, ttl_ms)
             }
-            Take::Lock => acquire::call_fenced(&plan.keys, &plan.fences, token, ttl_ms),
+            Take::Lock => call_fenced(&plan.keys, &plan.fences, token, ttl_ms),
             Take::Permits {
                 permits,
                 writer,
@@ -278,61 +234,189 @@ pub struct Transmit {
     pub call: Call<'static>,
 }
 
-/// What the driver reports or counts; nothing it acts on.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Event {
-    /// A node failed to answer (an `'error'` event).
-    Fault { node: usize, answer: NodeAnswer },
-    /// Node `node` answered the won attempt after the outcome: the held
-    /// lock's record of answers takes it.
-    Late { node: usize, answer: NodeAnswer },
-    /// An attempt found the key held by another owner.
-    Contended,
-    /// A release notice ended a pause.
-    Woken,
-    /// Contended on one key: release notices for it will shorten the waits
-    /// once the driver listens for them (`Acquisition::listening`); joining
-    /// the key's line lets the next caller of the client go.
-    Listen,
-    /// An attempt failed without joining the key's line (an outage, or no
-    /// notices to wait for): the next caller of the client may try now.
-    Answered,
+/// The acquire script for the lock `keys` and their fence counters
+/// `fences` (none without fencing).
+pub fn call_fenced(keys: &[String], fences: &[String], token: &str, ttl_ms: u64) -> Call<'static> {
+    let mut call = Call::new(&scripts::ACQUIRE);
+    call.key(keys)
+        .key(fences)
+        .arg(token)
+        .arg(ttl_ms)
+        .arg(keys.len());
+    call
 }
 
-/// A won attempt, for the engine to register as a held lock.
-pub struct Won {
-    /// The keys as stored.
-    pub keys: Keys,
-    pub token: Token,
-    pub attempts: u32,
-    /// When the winning attempt was sent: its validity is counted from here.
-    pub started: Instant,
-    /// Each node's answer to it (`Pending` for those still out: their
-    /// answers come later as [`Event::Late`]).
-    pub answers: NodeAnswers,
-    /// The highest fence a node handed out (0 without fencing).
-    pub fence: i64,
+/// One node's reply, `[1, fence]` or `[0, pttl]` (or, to a plain take, OK
+/// or `[nil, pttl]`): its answer and the first key's fence value (0 unless
+/// granted with fencing).
+pub fn answer(reply: Answer) -> (NodeAnswer, i64) {
+    let reply = match reply {
+        Ok(Reply::Status(ok)) if ok == "OK" => return (NodeAnswer::Ok, 0),
+        Ok(reply) => reply,
+        Err(answer) => return (answer, 0),
+    };
+    if let Reply::Array(pair) = &reply {
+        match pair.as_slice() {
+            [Reply::Status(ok), _] if ok == "OK" => return (NodeAnswer::Ok, 0),
+            [Reply::Nil, Reply::Int(pttl)] => {
+                let pttl_ms = u64::try_from(*pttl).ok();
+                return (NodeAnswer::Held { pttl_ms }, 0);
+            }
+            [Reply::Error(fault), _] => return (NodeAnswer::ErrorReply(fault.clone()), 0),
+            _ => {}
+        }
+    }
+    match reply.ints().as_deref() {
+        Some([1, fence, ..]) => (NodeAnswer::Ok, *fence),
+        Some([0, pttl, ..]) => (
+            NodeAnswer::Held {
+                pttl_ms: u64::try_from(*pttl).ok(),
+            },
+            0,
+        ),
+        _ => (unexpected(reply, "acquire"), 0),
+    }
 }
 
-/// A fair lock's release handed its key to this waiter: after its attempt
-/// number `after` (0: unknown), with `fence` (none without fencing).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Handoff {
-    pub after: u64,
-    pub fence: Option<i64>,
+/// Whether an attempt is decided on the answers in: all in, or (without
+/// fencing) a quorum with at least `min_validity` left.
+pub fn decided(
+    tally: &Tally,
+    all_in: bool,
+    fencing: bool,
+    validity: Duration,
+    min_validity: Duration,
+) -> bool {
+    all_in || (!fencing && tally.agreed() && validity >= min_validity)
 }
 
-/// How an acquisition ended.
-pub enum Outcome {
-    Won(Won),
-    Failed(LockError),
+/// What the answers an attempt was decided on mean, with `validity` left.
+pub fn verdict(answers: &[NodeAnswer], validity: Duration, min_validity: Duration) -> Acquired {
+    quorum::acquired(&Tally::of(answers), validity, min_validity)
 }
 
-/// Why a caller stops waiting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cancel {
-    /// Its signal aborted.
-    Aborted,
-    /// The client was closed.
-    Closed,
+/// The lease an attempt asked for and how its validity is measured.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseTerms {
+    pub ttl: Duration,
+    pub drift: Duration,
+    pub min_validity: Duration,
+    pub fencing: bool,
+}
+
+impl LeaseTerms {
+    /// What is left of the lease at `now` for an attempt sent at `started`.
+    pub fn validity(&self, started: Instant, now: Instant) -> Duration {
+        quorum::validity(self.ttl, now.saturating_duration_since(started), self.drift)
+    }
+}
+
+/// How one node's reply to an attempt reads: its answer and its fence.
+pub type ReadReply = fn(Answer) -> (NodeAnswer, i64);
+
+/// One attempt on every node, its answers so far.
+pub struct Acquire {
+    gather: Gather<i64>,
+    lease: LeaseTerms,
+    read: ReadReply,
+    /// Decided only once every node answered.
+    all: bool,
+}
+
+impl Acquire {
+    pub fn new(nodes: usize, lease: LeaseTerms) -> Acquire {
+        Acquire {
+            gather: Gather::new(nodes),
+            lease,
+            read: answer,
+            all: false,
+        }
+    }
+
+    /// Decided only once every node answered (a Redlock semaphore's
+    /// attempt: which slots a quorum granted is read off every reply).
+    pub fn waiting_for_all(mut self) -> Acquire {
+        self.all = true;
+        self
+    }
+
+    /// The replies read by `read` (another kind's attempt script).
+    pub fn reading(mut self, read: ReadReply) -> Acquire {
+        self.read = read;
+        self
+    }
+
+    /// Node `i`'s reply at `now`, for an attempt sent at `started`.
+    pub fn on_reply(
+        &mut self,
+        i: usize,
+        reply: Answer,
+        started: Instant,
+        now: Instant,
+    ) -> Progress {
+        let (answer, fence) = (self.read)(reply);
+        let lease = self.lease;
+        let all = self.all;
+        self.gather.offer(i, answer, fence, |g| {
+            decided(
+                &g.tally(),
+                g.all_in(),
+                lease.fencing || all,
+                lease.validity(started, now),
+                lease.min_validity,
+            )
+        })
+    }
+
+    /// The highest fence value a node granted (0 without fencing).
+    pub fn fence(&self) -> i64 {
+        self.gather.extras().copied().max().unwrap_or(0)
+    }
+
+    /// Some node answered with a fault.
+    pub fn faulted(&self) -> bool {
+        self.gather.faulted()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plain_takes_replies_read_as_the_scripts_do() {
+        let pair = |a: Reply, b: Reply| answer(Ok(Reply::Array(vec![a, b])));
+        assert_eq!(
+            pair(Reply::Status("OK".into()), Reply::Int(29_999)),
+            (NodeAnswer::Ok, 0)
+        );
+        assert_eq!(
+            pair(Reply::Nil, Reply::Int(1_234)),
+            (
+                NodeAnswer::Held {
+                    pttl_ms: Some(1_234)
+                },
+                0
+            )
+        );
+        // Expired between the two, or a key without a TTL: held, for how long unknown.
+        assert_eq!(
+            pair(Reply::Nil, Reply::Int(-2)),
+            (NodeAnswer::Held { pttl_ms: None }, 0)
+        );
+        assert_eq!(
+            pair(Reply::Nil, Reply::Int(-1)),
+            (NodeAnswer::Held { pttl_ms: None }, 0)
+        );
+        let wrong = pair(Reply::Error("WRONGTYPE Operation".into()), Reply::Int(5));
+        assert!(matches!(wrong.0, NodeAnswer::ErrorReply(_)));
+        // The script's own replies read as before.
+        let script =
+            |v: Vec<i64>| answer(Ok(Reply::Array(v.into_iter().map(Reply::Int).collect())));
+        assert_eq!(script(vec![1, 7]), (NodeAnswer::Ok, 7));
+        assert_eq!(
+            script(vec![0, 500, 1]),
+            (NodeAnswer::Held { pttl_ms: Some(500) }, 0)
+        );
+    }
 }

@@ -1,4 +1,5 @@
-//! What an acquisition is in between events: its phase and its state.
+//! What an acquisition is in between events (its phase and its state),
+//! what it reports ([`Event`]) and how it ends ([`Outcome`]).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -6,11 +7,12 @@ use std::time::{Duration, Instant};
 use rand::rngs::SmallRng;
 
 use super::decide::Bounds;
-use super::{Event, Outcome, Plan, Purpose, Transmit};
-use crate::core::error::LockError;
+use super::{Acquire, Plan, Purpose, Transmit};
+use crate::core::error::{LockError, NodeAnswer};
+use crate::core::model::Keys;
 use crate::core::model::Token;
-use crate::core::ops::acquire::Acquire;
 use crate::core::ops::permits::SlotReply;
+use crate::core::quorum::NodeAnswers;
 
 /// One flag per node, inline for up to eight nodes.
 pub(crate) type Flags = smallvec::SmallVec<[bool; 8]>;
@@ -83,4 +85,63 @@ pub struct Acquisition {
     /// Commands it answered as timed out itself: the transport's own timeout
     /// for one of them, coming after, is the same fault, not a second one.
     pub(super) expired: Vec<(Purpose, usize)>,
+}
+
+/// What the driver reports or counts; nothing it acts on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A node failed to answer (an `'error'` event).
+    Fault { node: usize, answer: NodeAnswer },
+    /// Node `node` answered the won attempt after the outcome: the held
+    /// lock's record of answers takes it.
+    Late { node: usize, answer: NodeAnswer },
+    /// An attempt found the key held by another owner.
+    Contended,
+    /// A release notice ended a pause.
+    Woken,
+    /// Contended on one key: release notices for it will shorten the waits
+    /// once the driver listens for them (`Acquisition::listening`); joining
+    /// the key's line lets the next caller of the client go.
+    Listen,
+    /// An attempt failed without joining the key's line (an outage, or no
+    /// notices to wait for): the next caller of the client may try now.
+    Answered,
+}
+
+/// A won attempt, for the engine to register as a held lock.
+pub struct Won {
+    /// The keys as stored.
+    pub keys: Keys,
+    pub token: Token,
+    pub attempts: u32,
+    /// When the winning attempt was sent: its validity is counted from here.
+    pub started: Instant,
+    /// Each node's answer to it (`Pending` for those still out: their
+    /// answers come later as [`Event::Late`]).
+    pub answers: NodeAnswers,
+    /// The highest fence a node handed out (0 without fencing).
+    pub fence: i64,
+}
+
+/// A fair lock's release handed its key to this waiter: after its attempt
+/// number `after` (0: unknown), with `fence` (none without fencing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Handoff {
+    pub after: u64,
+    pub fence: Option<i64>,
+}
+
+/// How an acquisition ended.
+pub enum Outcome {
+    Won(Won),
+    Failed(LockError),
+}
+
+/// Why a caller stops waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cancel {
+    /// Its signal aborted.
+    Aborted,
+    /// The client was closed.
+    Closed,
 }

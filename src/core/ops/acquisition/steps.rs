@@ -7,11 +7,11 @@ use rand::Rng;
 
 use super::decide::{self, Next};
 use super::failure::{attempt_failed, behind_earlier, timed_out, wait_passed};
+use super::plan::{verdict, Acquire};
 use super::state::{Acquisition, Flags, Phase};
 use super::{Event, Outcome, Purpose, Take, Transmit, Won};
 use crate::core::error::{LockError, NodeAnswer};
 use crate::core::model::Token;
-use crate::core::ops::acquire::{self, Acquire};
 use crate::core::ops::gather::Answer;
 use crate::core::ops::gather::Progress;
 use crate::core::ops::permits;
@@ -108,7 +108,7 @@ impl Acquisition {
             self.fault(i, a.clone());
         }
         let lease = self.plan.lease;
-        let verdict = acquire::verdict(
+        let verdict = verdict(
             &answers,
             lease.validity(validity_from, now),
             lease.min_validity,

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::core::error::ErrorCode;
-use crate::core::ops::acquire::LeaseTerms;
+use crate::core::ops::acquisition::LeaseTerms;
 use crate::core::ops::Reply as R;
 
 pub(super) fn ms(n: u64) -> Duration {
