@@ -109,14 +109,7 @@ pub fn line_keys(key: &str) -> [String; 2] {
 mod tests {
     use super::*;
     use crate::core::error::ErrorCode;
-
-    fn sem(limit: u32, permits: u32, kind: Kind) -> Permits {
-        Permits {
-            limit,
-            permits,
-            kind,
-        }
-    }
+    use crate::core::model::lock::tests::sem;
 
     #[test]
     fn a_writer_marks_itself_beside_the_key() {

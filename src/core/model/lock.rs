@@ -319,7 +319,7 @@ impl From<String> for Token {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::core::model::{fair, fair_permits, rw_permits};
 
@@ -334,7 +334,8 @@ mod tests {
         assert_eq!(permits.as_str(), format!("2:{uuid}"));
     }
 
-    fn sem(limit: u32, permits: u32, kind: Kind) -> Permits {
+    /// `permits` of a semaphore of `limit`, of `kind`.
+    pub(in crate::core::model) fn sem(limit: u32, permits: u32, kind: Kind) -> Permits {
         Permits {
             limit,
             permits,
