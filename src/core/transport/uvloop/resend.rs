@@ -12,12 +12,14 @@ use crate::core::ops::Reply;
 const EVALSHA_HEAD: usize = "$7\r\nEVALSHA\r\n$40\r\n".len() + 40 + 2;
 
 impl Script {
+    /// The call as it goes out (EVALSHA, or a plain take's SET).
     pub fn evalsha(&self) -> &[u8] {
         &self.evalsha
     }
 
-    /// A plain take's `PTTL key` ([`Call::on_nil`](crate::core::ops::call::Call::on_nil)), built from its SET's
-    /// key (made only when the SET found the key taken).
+    /// A plain take's `PTTL key`
+    /// ([`Call::on_nil`](crate::core::ops::call::Call::on_nil)), built from
+    /// its SET's key (made only when the SET found the key taken).
     pub fn on_nil(&self) -> Option<Vec<u8>> {
         const SET: &[u8] = b"*6\r\n$3\r\nSET\r\n";
         let rest = self.evalsha.strip_prefix(SET).filter(|_| self.take)?;
