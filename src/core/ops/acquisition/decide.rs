@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Plan, Take};
+use super::{Handoff, LeaseTerms, Plan, Take};
 use crate::core::error::NodeAnswer;
 use crate::core::ops::call::Call;
 use crate::core::ops::gather::Answer;
@@ -98,6 +98,23 @@ pub(crate) fn pause(
         };
     }
     Some(pause.min(b.wait_until - now))
+}
+
+/// Whether a fair lock's hand-off `h`, heard at `now`, makes the waiter the
+/// holder: it came after `m`, the waiter's last attempt that found it waiting
+/// (sent at `since`; a later one makes the hand-off stale), the fence is
+/// there when fencing asks for one, and at least half the lease is left.
+pub(crate) fn handoff_holds(
+    h: Handoff,
+    m: u32,
+    since: Instant,
+    lease: &LeaseTerms,
+    now: Instant,
+) -> bool {
+    let current =
+        h.after != 0 && (h.after == u64::from(m) || crate::core::broken::trusts_stale_handoffs());
+    let fenced = !lease.fencing || h.fence.is_some();
+    current && fenced && lease.validity(since, now) >= lease.min_validity.max(lease.ttl / 2)
 }
 
 /// How an attempt is undone, and a fair line left.

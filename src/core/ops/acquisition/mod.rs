@@ -21,21 +21,23 @@
 //! notices are heard; the undo still owed when it ends is the driver's to send and forget (and, in
 //! a fair line, leaving it).
 //!
-//! Here: the events it takes, the questions it answers, its waits in lines; `plan.rs` what it is
-//! given and sends, one attempt decided at quorum; `state.rs` what it is in between, reports and
-//! ends with; `steps.rs` its steps and timer; `decide.rs`, `failure.rs` what follows a verdict.
+//! Here: an acquisition from its start to a won attempt (the questions it answers, an attempt
+//! sent and its answers judged); `plan.rs` what it is given and sends, one attempt decided at
+//! quorum; `waits.rs` what follows a lost attempt (its undo, the pause, the lines it waits in,
+//! its timer, the ways it ends without the lock); `state.rs` what it is in between, reports and
+//! ends with, and what it still hears after; `decide.rs`, `failure.rs` what follows a verdict.
 
 pub mod decide;
 pub mod failure;
 pub(crate) mod plan;
 mod state;
-mod steps;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_fair;
 #[cfg(test)]
 mod tests_slots;
+mod waits;
 
 pub use plan::{Acquire, LeaseTerms, Plan, Purpose, ReadReply, Take, Transmit};
 pub use state::Acquisition;
@@ -47,13 +49,16 @@ use std::time::{Duration, Instant};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use self::failure::aborted;
-use self::state::Phase;
-use super::gather::Answer;
+use self::plan::verdict;
+use self::state::{Phase, Stragglers};
+use super::call::Call;
+use super::gather::{Answer, Progress};
+use super::permits;
 use crate::core::base::ms_of;
-use crate::core::error::{LockError, NodeAnswer};
-use crate::core::model::Keys;
-use crate::core::model::Token;
+use crate::core::error::NodeAnswer;
+use crate::core::model::{Keys, Token};
+use crate::core::quorum::slots::read_slots;
+use crate::core::quorum::Acquired;
 
 impl Acquisition {
     /// Starts at `now` with `token` (a fresh one per attempt on several nodes
@@ -100,9 +105,11 @@ impl Acquisition {
             heard: false,
             asked_to_listen: false,
             split: false,
-            won: None,
             in_line: None,
-            expired: Vec::new(),
+            late: Stragglers {
+                won: None,
+                expired: Vec::new(),
+            },
         }
     }
 
@@ -138,9 +145,30 @@ impl Acquisition {
         }
     }
 
+    pub(super) fn jitter(&mut self) -> Duration {
+        Duration::from_millis(self.rng.random_range(0..=ms_of(self.plan.retry_jitter)))
+    }
+
     pub(super) fn fault(&mut self, node: usize, answer: NodeAnswer) {
         if answer.is_fault() {
             self.events.push_back(Event::Fault { node, answer });
+        }
+    }
+
+    /// `call` to go to each of `to` for `why` (the last one takes the call itself).
+    pub(super) fn queue(
+        &mut self,
+        to: impl Iterator<Item = usize>,
+        why: Purpose,
+        call: Call<'static>,
+    ) {
+        let mut to = to.peekable();
+        while let Some(node) = to.next() {
+            let call = match to.peek() {
+                Some(_) => call.clone(),
+                None => return self.transmits.push(Transmit::new(node, why, call)),
+            };
+            self.transmits.push(Transmit::new(node, why, call));
         }
     }
 
@@ -188,11 +216,7 @@ impl Acquisition {
 
     /// No node's answer is still owed: an outcome's late answers are in.
     pub fn all_answered(&self) -> bool {
-        self.won.as_deref().is_none_or(|(_, _, out)| *out == 0)
-    }
-
-    pub(super) fn jitter(&mut self) -> Duration {
-        Duration::from_millis(self.rng.random_range(0..=ms_of(self.plan.retry_jitter)))
+        self.late.won.as_deref().is_none_or(|(_, _, out)| *out == 0)
     }
 
     /// Node `node`'s reply to `purpose` at `now`. Replies to what it no longer
@@ -205,98 +229,10 @@ impl Acquisition {
                 out[node] = false;
                 self.attempt_answer(node, reply, now);
             }
-            (Phase::Undo { n, out, .. }, Purpose::Undo(m))
-                if *n == m && out.get(node).copied().unwrap_or(false) =>
-            {
-                out[node] = false;
-                let answer = self.plan.take.undo_answer(reply, self.plan.keys.len());
-                self.fault(node, answer);
-                if self.undo_landed() {
-                    self.pause(now);
-                }
-            }
-            (_, Purpose::Attempt(m)) if self.won.as_deref().is_some_and(|(n, _, _)| *n == m) => {
-                let Some((_, op, out)) = self.won.as_deref_mut() else {
-                    return;
-                };
-                let validity_from = now;
-                if let crate::core::ops::gather::Progress::Late {
-                    node,
-                    answer,
-                    fault,
-                    ..
-                } = op.on_reply(node, reply, validity_from, now)
-                {
-                    *out = out.saturating_sub(1);
-                    if let Some(answer) = fault {
-                        self.events.push_back(Event::Fault { node, answer });
-                    }
-                    self.events.push_back(Event::Late { node, answer });
-                }
-            }
-            _ => {
-                if matches!(reply, Err(NodeAnswer::Timeout)) {
-                    if let Some(at) = self.expired.iter().position(|e| *e == (purpose, node)) {
-                        self.expired.swap_remove(at);
-                        return;
-                    }
-                }
-                let answer = match (purpose, reply) {
-                    (_, Err(answer)) => answer,
-                    (Purpose::Undo(_), Ok(r)) => {
-                        self.plan.take.undo_answer(Ok(r), self.plan.keys.len())
-                    }
-                    // Whether a place was left or never there, nothing to report.
-                    (Purpose::Leave(_), Ok(_)) => return,
-                    (Purpose::Attempt(_), Ok(r)) => (self.plan.take.reader())(Ok(r)).0,
-                };
-                self.fault(node, answer);
-            }
+            _ => self.handle_other_reply(node, purpose, reply, now),
         }
     }
 
-    /// The holder's release notice for the key arrived at `now`: a pause
-    /// ends, at once, or after a random part of the jitter when another
-    /// waiter split its last attempt's vote (woken by one release, they
-    /// would split it again in step, each undo's notice waking the others).
-    pub fn handle_notice(&mut self, now: Instant) {
-        let Phase::Pause {
-            n, woken: false, ..
-        } = self.phase
-        else {
-            return;
-        };
-        self.events.push_back(Event::Woken);
-        let spread = if self.split {
-            self.jitter()
-        } else {
-            Duration::ZERO
-        };
-        if spread.is_zero() {
-            self.send_attempt(n + 1, now);
-        } else if let Phase::Pause { until, woken, .. } = &mut self.phase {
-            *until = (*until).min(now + spread);
-            *woken = true;
-        }
-    }
-
-    /// The caller stops waiting: the outcome is the typed failure, and an
-    /// attempt in flight is undone on every node it went to.
-    pub fn cancel(&mut self, why: Cancel) {
-        if matches!(self.phase, Phase::Done) {
-            return;
-        }
-        let failure = match why {
-            Cancel::Aborted => aborted(&self.plan.label(), self.attempts()),
-            Cancel::Closed => LockError::closed(),
-        };
-        self.fail_undoing_all(failure);
-    }
-}
-
-/// Waiting in the line of its client's callers for the key: its turn, the
-/// release notices it hears, the first in line woken instead of trying.
-impl Acquisition {
     /// Whether it waits for its turn ([`in_turn`](Self::in_turn)).
     pub fn waits_for_turn(&self) -> bool {
         matches!(self.phase, Phase::Turn)
@@ -313,98 +249,158 @@ impl Acquisition {
             self.send_attempt(1, now);
             return;
         }
-        let span = self.plan.retry_delay + self.jitter();
-        self.phase = Phase::Pause {
-            n: 0,
-            until: (now + span).min(self.bounds.wait_until),
-            span,
-            woken: false,
+        self.join_behind(now);
+    }
+
+    pub(super) fn send_attempt(&mut self, n: u32, now: Instant) {
+        let nodes = self.plan.nodes.len();
+        if n > 1 && nodes > 1 {
+            // Redlock: a fresh value per attempt. One node keeps its token, so
+            // an earlier attempt that landed without a reply still counts as ours.
+            self.token = self.plan.take.token();
+        }
+        let slots = match self.plan.take.permits() {
+            Some(p) if matches!(self.plan.take, Take::Slots { .. }) => Some(p.limit.max(1)),
+            _ => None,
         };
-        self.asked_to_listen = true;
-        self.events.push_back(Event::Listen);
+        // Concurrent attempts start at different slots, so they rarely want the same ones.
+        let first = slots.map_or(0, |limit| self.rng.random_range(0..limit));
+        let call = self.plan.take.call(&self.plan, &self.token, n, first);
+        self.queue(0..nodes, Purpose::Attempt(n), call);
+        self.heard = self.listening;
+        let mut op = Acquire::new(nodes, self.plan.lease).reading(self.plan.take.reader());
+        if slots.is_some() {
+            op = op.waiting_for_all();
+        }
+        self.phase = Phase::Attempt {
+            n,
+            started: now,
+            op,
+            out: smallvec::smallvec![true; nodes],
+            sent: smallvec::smallvec![false; nodes],
+            slots: if slots.is_some() {
+                vec![None; nodes]
+            } else {
+                Vec::new()
+            },
+        };
     }
 
-    /// The driver now hears release notices for the key: a wait after an
-    /// attempt sent from now on ends at the holder's release.
-    pub fn listening(&mut self) {
-        if self.listening {
+    pub(super) fn attempt_answer(&mut self, node: usize, reply: Answer, now: Instant) {
+        let Phase::Attempt {
+            n,
+            started,
+            op,
+            slots,
+            ..
+        } = &mut self.phase
+        else {
+            return;
+        };
+        let (n, started) = (*n, *started);
+        if let Some(slot) = slots.get_mut(node) {
+            *slot = Some(permits::slots(reply.clone()));
+        }
+        let validity_from = if cfg!(feature = "broken-modes") {
+            crate::core::broken::validity_start_at(started, now)
+        } else {
+            started
+        };
+        let answers = match op.on_reply(node, reply, validity_from, now) {
+            Progress::Waiting => return,
+            Progress::Late { node, fault, .. } => {
+                if let Some(answer) = fault {
+                    self.events.push_back(Event::Fault { node, answer });
+                }
+                return;
+            }
+            Progress::Decided(answers) => answers,
+        };
+        // A Redlock semaphore's: what counts is the member a quorum granted.
+        let (answers, member, stray) = match &self.phase {
+            Phase::Attempt { slots, .. } if !slots.is_empty() => {
+                let (v, elsewhere) = read_slots(slots);
+                (v.answers.into(), v.member, Some((v.stray, elsewhere)))
+            }
+            _ => (answers, None, None),
+        };
+        for (i, a) in answers.iter().enumerate() {
+            self.fault(i, a.clone());
+        }
+        let lease = self.plan.lease;
+        let verdict = verdict(
+            &answers,
+            lease.validity(validity_from, now),
+            lease.min_validity,
+        );
+        if verdict == Acquired::Won {
+            let Phase::Attempt { op, sent, .. } = std::mem::replace(&mut self.phase, Phase::Done)
+            else {
+                return;
+            };
+            let out = answers
+                .iter()
+                .filter(|a| matches!(a, NodeAnswer::Pending))
+                .count();
+            let token = match (&member, &stray) {
+                (Some(member), Some((_, elsewhere))) => {
+                    // What else this attempt wrote (other slots, a node that
+                    // did not answer in time) is not the holder's: freed now.
+                    let undo: Vec<bool> =
+                        (0..sent.len()).map(|i| sent[i] && elsewhere[i]).collect();
+                    self.queue_undo_but(n, &undo, member);
+                    Token::from(member.as_str())
+                }
+                // Nothing still out: the machine is done with it.
+                _ if out == 0 => std::mem::take(&mut self.token),
+                _ => self.token.clone(),
+            };
+            self.outcome = Some(Outcome::Won(Won {
+                keys: self.won_keys(out),
+                token,
+                attempts: n,
+                started,
+                answers,
+                fence: op.fence(),
+            }));
+            self.late.won = (out > 0).then(|| Box::new((n, op, out)));
             return;
         }
-        self.listening = true;
-        // Behind earlier callers with retries not counted: a release wakes
-        // the line, so the timer is only a bound for a holder that vanished.
-        let lengthen =
-            matches!(self.phase, Phase::Pause { n: 0, .. }) && self.plan.retry_count.is_none();
-        if lengthen {
-            let longer = self.plan.lease.ttl + self.jitter();
-            let wait_until = self.bounds.wait_until;
-            if let Phase::Pause { until, span, .. } = &mut self.phase {
-                let since = *until - *span;
-                *span = longer;
-                *until = (since + longer).min(wait_until);
-            }
-        }
-    }
-
-    /// Whether its pause may wait in the line of its client's callers for
-    /// the key (retries are not counted): a timer that fires
-    /// while earlier callers are ahead wakes the first of them instead
-    /// ([`handle_behind`](Self::handle_behind)).
-    pub fn waits_in_line(&self) -> bool {
-        self.plan.retry_count.is_none() && matches!(self.phase, Phase::Pause { woken: false, .. })
-    }
-
-    /// Its pause ended at `now` while earlier callers of its client were
-    /// ahead of it in line (the driver woke the first of them instead): it
-    /// pauses as long again, within the wait.
-    pub fn handle_behind(&mut self, now: Instant) {
-        if self.bounds.wait_bounds_attempts && now >= self.bounds.wait_until {
-            self.handle_timeout(now);
-            return;
-        }
-        if let Phase::Pause { until, span, .. } = &mut self.phase {
-            if now >= *until {
-                *until = (now + *span).min(self.bounds.wait_until);
-            }
-        }
+        let elapsed = now.saturating_duration_since(validity_from);
+        let stray = stray.as_ref().map(|(s, _)| s.as_slice());
+        self.lost((n, started), &answers, verdict, stray, elapsed, now);
     }
 }
 
-/// A fair lock's line in Redis.
+/// When it must be woken (what comes due then: `handle_timeout`, in `waits.rs`).
 impl Acquisition {
-    /// A fair lock's release handed the key to this waiter (the notice came
-    /// at `now`, while it paused): it holds the lock without another
-    /// attempt, its validity counted from the attempt the hand-off came
-    /// after, when that is its last attempt that found it waiting (a later
-    /// one makes the hand-off stale), the fence is there when fencing asks
-    /// for one, and at least half the lease is left. Otherwise the notice
-    /// only ends the pause: the next attempt finds the key holding its
-    /// token if the hand-off still stands.
-    pub fn handle_handoff(&mut self, h: Handoff, now: Instant) {
-        if let (Phase::Pause { n, .. }, Take::Fair { .. }, Some((m, since))) =
-            (&self.phase, &self.plan.take, self.in_line)
-        {
-            let lease = self.plan.lease;
-            let current = h.after != 0
-                && (h.after == u64::from(m) || crate::core::broken::trusts_stale_handoffs());
-            let fenced = !lease.fencing || h.fence.is_some();
-            let left = lease.validity(since, now);
-            if current && fenced && left >= lease.min_validity.max(lease.ttl / 2) {
-                let n = *n;
-                self.events.push_back(Event::Woken);
-                let answers = [NodeAnswer::Ok].into_iter().collect();
-                self.outcome = Some(Outcome::Won(Won {
-                    keys: self.won_keys(0),
-                    token: self.token.clone(),
-                    attempts: n,
-                    started: since,
-                    answers,
-                    fence: h.fence.unwrap_or(0),
-                }));
-                self.phase = Phase::Done;
-                return;
-            }
+    /// The instant it must be woken at ([`handle_timeout`](Self::handle_timeout)); `None` once decided.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let wait = self
+            .bounds
+            .wait_bounds_attempts
+            .then_some(self.bounds.wait_until);
+        let own = match &self.phase {
+            Phase::Attempt { started, .. } => Some(*started + self.plan.attempt_bound()),
+            Phase::Undo { deadline, .. } => Some(*deadline),
+            Phase::Pause { until, .. } => Some(*until),
+            Phase::Turn => None,
+            Phase::Done => return None,
+        };
+        match (own, wait) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
-        self.handle_notice(now);
+    }
+
+    /// When its own bound on the commands it has out falls (an attempt's
+    /// node timeout, an undo's deadline): a driver whose transport answers
+    /// each command by that bound anyway needs no timer for this instant.
+    pub fn commands_due(&self) -> Option<Instant> {
+        match &self.phase {
+            Phase::Attempt { started, .. } => Some(*started + self.plan.attempt_bound()),
+            Phase::Undo { deadline, .. } => Some(*deadline),
+            _ => None,
+        }
     }
 }

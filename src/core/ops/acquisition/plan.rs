@@ -234,6 +234,16 @@ pub struct Transmit {
     pub call: Call<'static>,
 }
 
+impl Transmit {
+    pub(super) fn new(node: usize, purpose: Purpose, call: Call<'static>) -> Transmit {
+        Transmit {
+            node,
+            purpose,
+            call,
+        }
+    }
+}
+
 /// The acquire script for the lock `keys` and their fence counters
 /// `fences` (none without fencing).
 pub fn call_fenced(keys: &[String], fences: &[String], token: &str, ttl_ms: u64) -> Call<'static> {

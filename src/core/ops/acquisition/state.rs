@@ -11,6 +11,7 @@ use super::{Acquire, Plan, Purpose, Transmit};
 use crate::core::error::{LockError, NodeAnswer};
 use crate::core::model::Keys;
 use crate::core::model::Token;
+use crate::core::ops::gather::{Answer, Progress};
 use crate::core::ops::permits::SlotReply;
 use crate::core::quorum::NodeAnswers;
 
@@ -75,16 +76,87 @@ pub struct Acquisition {
     /// Its last attempt lost on several nodes though some of them granted
     /// it: another waiter split the vote.
     pub(super) split: bool,
+    /// What it still hears after moving on.
+    pub(super) late: Stragglers,
+    /// The last attempt that found it waiting in a fair line, and when it
+    /// was sent: a hand-off after it makes it the holder.
+    pub(super) in_line: Option<(u32, Instant)>,
+}
+
+/// What an acquisition still hears after moving on: the won attempt's
+/// answers from the nodes that were out when it was decided, and the
+/// transport's own timeouts of commands it answered as timed out itself.
+pub(super) struct Stragglers {
     /// The won attempt, still taking the answers of the nodes that were out
     /// when it was decided (they come back as [`Event::Late`]), and how many are;
     /// none when every node had answered (boxed: a Redlock's, rarely).
     pub(super) won: Option<Box<(u32, Acquire, usize)>>,
-    /// The last attempt that found it waiting in a fair line, and when it
-    /// was sent: a hand-off after it makes it the holder.
-    pub(super) in_line: Option<(u32, Instant)>,
     /// Commands it answered as timed out itself: the transport's own timeout
     /// for one of them, coming after, is the same fault, not a second one.
     pub(super) expired: Vec<(Purpose, usize)>,
+}
+
+impl Stragglers {
+    /// Node `node`'s `reply` to `purpose` at `now`, which the acquisition no
+    /// longer waits for: a late answer of the won attempt, else only a
+    /// node's fault to report (once: not the transport's timeout of a
+    /// command it timed out itself), into `events`.
+    pub(super) fn hear(
+        &mut self,
+        plan: &Plan,
+        (node, purpose): (usize, Purpose),
+        reply: Answer,
+        now: Instant,
+        events: &mut VecDeque<Event>,
+    ) {
+        if let (Some((n, op, out)), Purpose::Attempt(m)) = (self.won.as_deref_mut(), purpose) {
+            if *n == m {
+                if let Progress::Late {
+                    node,
+                    answer,
+                    fault,
+                    ..
+                } = op.on_reply(node, reply, now, now)
+                {
+                    *out = out.saturating_sub(1);
+                    events.extend(fault.map(|answer| Event::Fault { node, answer }));
+                    events.push_back(Event::Late { node, answer });
+                }
+                return;
+            }
+        }
+        if matches!(reply, Err(NodeAnswer::Timeout)) {
+            if let Some(at) = self.expired.iter().position(|e| *e == (purpose, node)) {
+                self.expired.swap_remove(at);
+                return;
+            }
+        }
+        let answer = match (purpose, reply) {
+            (_, Err(answer)) => answer,
+            (Purpose::Undo(_), Ok(r)) => plan.take.undo_answer(Ok(r), plan.keys.len()),
+            // Whether a place was left or never there, nothing to report.
+            (Purpose::Leave(_), Ok(_)) => return,
+            (Purpose::Attempt(_), Ok(r)) => (plan.take.reader())(Ok(r)).0,
+        };
+        if answer.is_fault() {
+            events.push_back(Event::Fault { node, answer });
+        }
+    }
+}
+
+impl Phase {
+    /// The nodes an attempt or an undo still waits for, no longer waited for
+    /// (their commands timed out), with what the commands were for.
+    pub(super) fn expire(&mut self) -> Option<(Purpose, Flags)> {
+        let (purpose, out) = match self {
+            Phase::Attempt { n, out, .. } => (Purpose::Attempt(*n), out),
+            Phase::Undo { n, out, .. } => (Purpose::Undo(*n), out),
+            _ => return None,
+        };
+        let late = out.clone();
+        out.iter_mut().for_each(|o| *o = false);
+        Some((purpose, late))
+    }
 }
 
 /// What the driver reports or counts; nothing it acts on.

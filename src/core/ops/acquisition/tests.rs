@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::core::error::ErrorCode;
+use crate::core::error::{ErrorCode, LockError};
 use crate::core::ops::acquisition::LeaseTerms;
 use crate::core::ops::Reply as R;
 
