@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 use napi::{sys, Env};
 
 use super::conn::{key_of, Conn, FastClient, Opened, Slot};
+use super::reactor::data;
 use super::reactor::{current, Reactor, REACTOR};
 use super::setup::{closed, opened, reactor};
-use super::uv::{self, Handle};
+use super::setup::{set_data, uv, Handle};
 use crate::core::base::Peak;
 use crate::core::drivers::uvloop;
 use crate::core::ops::script_free::Server;
@@ -243,7 +244,7 @@ impl Conn {
             peak: Cell::new(Peak::default()),
         });
         // The handle owns one reference, given back in `on_close`.
-        unsafe { uv::set_data(handle, Rc::into_raw(conn.clone()) as *mut c_void) };
+        unsafe { set_data(handle, Rc::into_raw(conn.clone()) as *mut c_void) };
         r.conns.borrow_mut().push(Rc::downgrade(&conn));
         conn.update();
         (!conn.closed.get()).then_some(conn)
@@ -273,9 +274,9 @@ impl Conn {
 }
 
 unsafe extern "C" fn on_close(handle: Handle) {
-    let raw = uv::data(handle) as *const Conn;
+    let raw = data(handle) as *const Conn;
     let uv = if raw.is_null() {
-        uv::uv()
+        uv()
     } else {
         let conn = Rc::from_raw(raw);
         Some(conn.uv)

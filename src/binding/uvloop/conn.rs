@@ -15,8 +15,9 @@ use napi::Env;
 use redis::ConnectionInfo;
 use smallvec::SmallVec;
 
+use super::reactor::data;
 use super::reactor::{current, deliver, done_list, Reactor, REACTOR};
-use super::uv::{self, Handle, Uv};
+use super::setup::{Handle, Uv, DISCONNECT, READABLE, WRITABLE};
 use crate::binding::options::PACKED_LEN;
 use crate::core::base::Peak;
 use crate::core::drivers::uvloop;
@@ -206,7 +207,7 @@ impl Conn {
             return;
         }
         // Readable even when idle (unreferenced): a cut is seen before the next use.
-        let want = uv::READABLE | uv::DISCONNECT | if w.wants_write() { uv::WRITABLE } else { 0 };
+        let want = READABLE | DISCONNECT | if w.wants_write() { WRITABLE } else { 0 };
         // Replies given up on do not hold the process.
         let busy = w.is_waited();
         let mut peak = self.peak.get();
@@ -230,7 +231,7 @@ impl Conn {
 }
 
 unsafe extern "C" fn on_poll(handle: Handle, status: c_int, events: c_int) {
-    let raw = uv::data(handle) as *const Conn;
+    let raw = data(handle) as *const Conn;
     if raw.is_null() {
         return;
     }
@@ -248,10 +249,10 @@ unsafe extern "C" fn on_poll(handle: Handle, status: c_int, events: c_int) {
                     &mut done,
                 );
             } else {
-                if events & uv::WRITABLE != 0 {
+                if events & WRITABLE != 0 {
                     w.on_writable(&mut done);
                 }
-                if events & (uv::READABLE | uv::DISCONNECT) != 0 {
+                if events & (READABLE | DISCONNECT) != 0 {
                     w.on_readable(&mut done);
                 }
             }

@@ -8,7 +8,7 @@
 //! their own loops).
 //!
 //! `reactor` holds a thread's loop and deadline timer, `setup` makes it and
-//! tears it down, `conn` each client's connections at work (a node's slot,
+//! tears it down (and finds libuv's functions in the process), `conn` each client's connections at work (a node's slot,
 //! a connection's poll handle), `clients` how they are made and unmade,
 //! `acquire` an acquisition's promise and its wakes, `waiting` the
 //! acquisitions that wait, `ops` release's and extend's promises (the
@@ -31,8 +31,6 @@ mod reactor;
 mod runtime;
 #[cfg(unix)]
 mod setup;
-#[cfg(unix)]
-mod uv;
 #[cfg(unix)]
 mod waiting;
 

@@ -1,10 +1,11 @@
 //! One JS thread's reactor: its libuv loop, the deadline timer, the fast
 //! connections and clients of that thread (made, and closed before the
-//! environment goes, in [`setup`](super::setup)).
+//! environment goes, in [`setup`](super::setup)), and what they call of
+//! libuv as they run.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
-use std::ffi::c_void;
+use std::ffi::{c_int, c_void};
 use std::ptr;
 use std::rc::{Rc, Weak};
 use std::sync::{Arc, Mutex};
@@ -15,7 +16,7 @@ use napi::sys;
 
 use super::conn::Conn;
 use super::conn::FastClient;
-use super::uv::{Handle, Uv};
+use super::setup::{Handle, PollCb, TimerCb, Uv};
 use crate::binding::lock::ById;
 use crate::binding::settle::JsQueue;
 use crate::core::transport::uvloop::Done;
@@ -270,4 +271,29 @@ pub(super) fn done_list() -> Done {
     SPARE_DONE
         .try_with(|spare| std::mem::take(&mut *spare.borrow_mut()))
         .unwrap_or_default()
+}
+
+/// What the reactor and its connections do with libuv's handles as they run
+/// (made and closed in [`setup`](super::setup), with libuv's functions).
+impl Uv {
+    pub unsafe fn poll_start(&self, h: Handle, events: c_int, cb: PollCb) -> bool {
+        (self.poll_start)(h, events, cb) == 0
+    }
+
+    pub unsafe fn timer_start(&self, h: Handle, cb: TimerCb, ms: u64) {
+        (self.timer_start)(h, cb, ms, 0);
+    }
+
+    pub unsafe fn set_ref(&self, h: Handle, on: bool) {
+        if on {
+            (self.ref_)(h)
+        } else {
+            (self.unref)(h)
+        }
+    }
+}
+
+/// A handle's `data` pointer: the first field of every libuv handle.
+pub unsafe fn data(h: Handle) -> *mut c_void {
+    *(h as *mut *mut c_void)
 }

@@ -2,20 +2,23 @@
 //! prepare and timer handles, its async context), and torn down with its
 //! environment: every libuv handle closed, and the environment's teardown
 //! held until the last close callback ran (a loop closed with handles still
-//! open aborts the process).
+//! open aborts the process). Here too: the few libuv functions the fast path
+//! needs, found at run time in the process (Node exports libuv to addons;
+//! without them there is no fast path), and its handles made and freed with
+//! them; what the running reactor calls of them is `reactor.rs`'s.
 
+use std::alloc::Layout;
 use std::cell::{Cell, RefCell};
-use std::ffi::c_void;
+use std::ffi::{c_int, c_void, CStr};
 use std::ptr;
 use std::rc::{Rc, Weak};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use napi::sys;
 
 use super::conn::Conn;
 use super::reactor::{current, ok, on_prepare, Reactor, REACTOR};
 use super::runtime;
-use super::uv::{self, Handle};
 use crate::binding::settle::JsQueue;
 
 thread_local! {
@@ -59,7 +62,7 @@ pub(super) fn reactor(env: sys::napi_env) -> Option<Rc<Reactor>> {
     if !runtime::loop_is_libuv(env) {
         return None;
     }
-    let uv = uv::uv()?;
+    let uv = uv()?;
     unsafe {
         let mut uv_loop = ptr::null_mut();
         ok(sys::napi_get_uv_event_loop(env, &mut uv_loop))?;
@@ -153,7 +156,7 @@ unsafe extern "C" fn cleanup(hook: sys::napi_async_cleanup_hook_handle, _: *mut 
 }
 
 unsafe extern "C" fn free_prepare(h: Handle) {
-    if let Some(uv) = uv::uv() {
+    if let Some(uv) = uv() {
         uv.free_prepare(h);
     }
     closed();
@@ -166,8 +169,178 @@ pub(super) fn closed_all_already() {
 }
 
 unsafe extern "C" fn free_timer(h: Handle) {
-    if let Some(uv) = uv::uv() {
+    if let Some(uv) = uv() {
         uv.free_timer(h);
     }
     closed();
+}
+
+// libuv's functions, found at run time in the process (Node exports libuv
+// to addons; without them there is no fast path), and the handles made and
+// closed with them.
+
+pub type Handle = *mut c_void;
+pub type PollCb = unsafe extern "C" fn(Handle, c_int, c_int);
+pub type TimerCb = unsafe extern "C" fn(Handle);
+pub type PrepareCb = unsafe extern "C" fn(Handle);
+pub type CloseCb = unsafe extern "C" fn(Handle);
+
+pub const READABLE: c_int = 1;
+pub const WRITABLE: c_int = 2;
+pub const DISCONNECT: c_int = 4;
+const UV_POLL: c_int = 8;
+const UV_PREPARE: c_int = 9;
+const UV_TIMER: c_int = 13;
+
+type PollInit = unsafe extern "C" fn(*mut c_void, Handle, c_int) -> c_int;
+type PollStart = unsafe extern "C" fn(Handle, c_int, PollCb) -> c_int;
+type TimerInit = unsafe extern "C" fn(*mut c_void, Handle) -> c_int;
+type TimerStart = unsafe extern "C" fn(Handle, TimerCb, u64, u64) -> c_int;
+type PrepareStart = unsafe extern "C" fn(Handle, PrepareCb) -> c_int;
+type Stop = unsafe extern "C" fn(Handle) -> c_int;
+type Close = unsafe extern "C" fn(Handle, Option<CloseCb>);
+type Ref = unsafe extern "C" fn(Handle);
+type HandleSize = unsafe extern "C" fn(c_int) -> usize;
+
+pub struct Uv {
+    pub(super) poll_init_socket: PollInit,
+    pub(super) poll_start: PollStart,
+    pub(super) timer_init: TimerInit,
+    pub(super) timer_start: TimerStart,
+    pub(super) timer_stop: Stop,
+    pub(super) prepare_init: TimerInit,
+    pub(super) prepare_start: PrepareStart,
+    pub(super) prepare_stop: Stop,
+    pub(super) close: Close,
+    pub(super) ref_: Ref,
+    pub(super) unref: Ref,
+    pub(super) poll_size: usize,
+    pub(super) timer_size: usize,
+    pub(super) prepare_size: usize,
+}
+
+unsafe fn find(name: &CStr) -> Option<*mut c_void> {
+    let f = libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr());
+    (!f.is_null()).then_some(f)
+}
+
+/// libuv as found in this process, if all of it is there.
+pub fn uv() -> Option<&'static Uv> {
+    static UV: OnceLock<Option<Uv>> = OnceLock::new();
+    UV.get_or_init(|| unsafe {
+        let handle_size = std::mem::transmute::<*mut c_void, HandleSize>(find(c"uv_handle_size")?);
+        Some(Uv {
+            poll_init_socket: std::mem::transmute::<*mut c_void, PollInit>(find(
+                c"uv_poll_init_socket",
+            )?),
+            poll_start: std::mem::transmute::<*mut c_void, PollStart>(find(c"uv_poll_start")?),
+            timer_init: std::mem::transmute::<*mut c_void, TimerInit>(find(c"uv_timer_init")?),
+            timer_start: std::mem::transmute::<*mut c_void, TimerStart>(find(c"uv_timer_start")?),
+            timer_stop: std::mem::transmute::<*mut c_void, Stop>(find(c"uv_timer_stop")?),
+            prepare_init: std::mem::transmute::<*mut c_void, TimerInit>(find(c"uv_prepare_init")?),
+            prepare_start: std::mem::transmute::<*mut c_void, PrepareStart>(find(
+                c"uv_prepare_start",
+            )?),
+            prepare_stop: std::mem::transmute::<*mut c_void, Stop>(find(c"uv_prepare_stop")?),
+            close: std::mem::transmute::<*mut c_void, Close>(find(c"uv_close")?),
+            ref_: std::mem::transmute::<*mut c_void, Ref>(find(c"uv_ref")?),
+            unref: std::mem::transmute::<*mut c_void, Ref>(find(c"uv_unref")?),
+            poll_size: handle_size(UV_POLL),
+            timer_size: handle_size(UV_TIMER),
+            prepare_size: handle_size(UV_PREPARE),
+        })
+        .filter(|uv| uv.poll_size > 0 && uv.timer_size > 0 && uv.prepare_size > 0)
+    })
+    .as_ref()
+}
+
+fn layout(size: usize) -> Layout {
+    Layout::from_size_align(size.max(64), 16).unwrap_or(Layout::new::<[u128; 64]>())
+}
+
+impl Uv {
+    /// A zeroed handle of `size` bytes; freed by [`Uv::free`].
+    fn alloc(size: usize) -> Handle {
+        unsafe { std::alloc::alloc_zeroed(layout(size)).cast() }
+    }
+
+    /// Frees a closed poll handle.
+    pub unsafe fn free_poll(&self, h: Handle) {
+        std::alloc::dealloc(h.cast(), layout(self.poll_size));
+    }
+
+    pub unsafe fn free_timer(&self, h: Handle) {
+        std::alloc::dealloc(h.cast(), layout(self.timer_size));
+    }
+
+    pub unsafe fn free_prepare(&self, h: Handle) {
+        std::alloc::dealloc(h.cast(), layout(self.prepare_size));
+    }
+
+    /// A prepare handle (its callback runs before each wait of the loop),
+    /// started, not holding the loop alive.
+    pub unsafe fn prepare(&self, uv_loop: *mut c_void, cb: PrepareCb) -> Option<Handle> {
+        let h = Self::alloc(self.prepare_size);
+        if h.is_null() {
+            return None;
+        }
+        if (self.prepare_init)(uv_loop, h) != 0 {
+            self.free_prepare(h);
+            return None;
+        }
+        if (self.prepare_start)(h, cb) != 0 {
+            // Initialised: it is closed as any handle, then freed.
+            self.close(h, free_prepare_cb);
+            return None;
+        }
+        (self.unref)(h);
+        Some(h)
+    }
+
+    pub unsafe fn prepare_stop(&self, h: Handle) {
+        (self.prepare_stop)(h);
+    }
+
+    /// A poll handle on socket `fd` of `uv_loop` (None when libuv refuses it).
+    pub unsafe fn poll(&self, uv_loop: *mut c_void, fd: c_int) -> Option<Handle> {
+        let h = Self::alloc(self.poll_size);
+        if h.is_null() {
+            return None;
+        }
+        if (self.poll_init_socket)(uv_loop, h, fd) != 0 {
+            self.free_poll(h);
+            return None;
+        }
+        Some(h)
+    }
+
+    pub unsafe fn timer(&self, uv_loop: *mut c_void) -> Option<Handle> {
+        let h = Self::alloc(self.timer_size);
+        if h.is_null() {
+            return None;
+        }
+        if (self.timer_init)(uv_loop, h) != 0 {
+            self.free_timer(h);
+            return None;
+        }
+        Some(h)
+    }
+
+    pub unsafe fn timer_stop(&self, h: Handle) {
+        (self.timer_stop)(h);
+    }
+
+    pub unsafe fn close(&self, h: Handle, cb: CloseCb) {
+        (self.close)(h, Some(cb));
+    }
+}
+
+unsafe extern "C" fn free_prepare_cb(h: Handle) {
+    if let Some(uv) = uv() {
+        uv.free_prepare(h);
+    }
+}
+
+pub unsafe fn set_data(h: Handle, data: *mut c_void) {
+    *(h as *mut *mut c_void) = data;
 }
