@@ -59,12 +59,12 @@ pub fn acquire<'env>(
     if !fast.warmed.replace(true) {
         // The watchdog renews on the runtime's connections: open now, they
         // are there for the first renewal.
-        uvloop::warm_runtime(client.inner(), &runtime);
+        uvloop::warm_runtime(&client.inner, &runtime);
     }
     let opening: Vec<usize> = (0..found.len())
         .filter(|&i| matches!(found[i], Found::Opening))
         .collect();
-    let mut op = uvloop::fast_acquire(client.inner(), request, runtime, !opening.is_empty())?;
+    let mut op = uvloop::fast_acquire(&client.inner, request, runtime, !opening.is_empty())?;
     let conns = found
         .into_iter()
         .map(|f| match f {

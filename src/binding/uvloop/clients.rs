@@ -148,7 +148,7 @@ pub fn register(env: &Env, client: &core::Client) -> bool {
     if uvloop::switched_off() {
         return false;
     }
-    let Some(infos) = uvloop::fast_targets(client.inner()) else {
+    let Some(infos) = uvloop::fast_targets(&client.inner) else {
         return false;
     };
     let Some(r) = reactor(env.raw()) else {

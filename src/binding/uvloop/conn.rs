@@ -120,7 +120,7 @@ impl FastClient {
 }
 
 pub(super) fn key_of(client: &core::Client) -> usize {
-    Arc::as_ptr(client.inner()) as usize
+    Arc::as_ptr(&client.inner) as usize
 }
 
 pub(super) fn lookup(env: &Env, key: usize) -> Option<(Rc<Reactor>, Rc<FastClient>)> {

@@ -24,7 +24,7 @@ use crate::binding::client::settle_lock;
 use crate::binding::errors::to_napi;
 use crate::binding::lock::release_lock;
 use crate::binding::options::{AcquireOptions, PACKED_LEN};
-use crate::core::{self as core, LockError};
+use crate::core::{self as core, LockError, Request};
 
 /// The JS thread's own `acquire` and `release`: `acquire(client, key,
 /// options)` takes the lock on the one string `key` for the client whose
@@ -165,7 +165,7 @@ unsafe extern "C" fn acquire(env: sys::napi_env, info: sys::napi_callback_info) 
             .map(|(_, fast)| fast)
             .ok_or_else(|| invalid("client", "names no client of this thread"))?;
         let spec = spec_of(&fast, options)?;
-        let request = fast.client.prepare_lock_key(key, spec).map_err(to_napi)?;
+        let request = Request::lock_key(&fast.client.inner, key, spec).map_err(to_napi)?;
         let promise = match super::acquire(&napi_env, &fast.client, request, None) {
             Ok(promise) => promise,
             Err(request) => {

@@ -1,5 +1,7 @@
 //! The public client: it checks input, builds the nodes, prepares requests
-//! and closes; `kinds.rs` prepares the requests of semaphores, read-write
+//! (a lock's keys are checked, and its place in call order taken, by
+//! `engine/acquire.rs`'s [`Request`], which the JS thread's entry makes
+//! itself) and closes; `kinds.rs` prepares the requests of semaphores, read-write
 //! and fair locks, `stored.rs` looks at or clears stored lock keys. Taking a
 //! lock is `drivers/` (this client's own `acquire` runs tokio's), keeping
 //! it `engine/renew.rs`. Every operation goes to all nodes in
@@ -14,14 +16,13 @@ use futures_util::future::join_all;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::config::{AcquireOptions, AcquireSpec, ClientConfig};
-use crate::core::engine::acquire::Request;
+use crate::core::engine::acquire::{checked_names, Request};
 use crate::core::engine::adopt;
 use crate::core::engine::inner::{EventHook, Inner};
 use crate::core::engine::lock::Lock;
 use crate::core::engine::stats::StatsSnapshot;
 use crate::core::error::{ErrorCode, LockError, Result};
-use crate::core::model::keys::{self, fence_key};
-use crate::core::model::{self, lock_keys, Keys};
+
 use crate::core::transport::tokio::Node;
 
 mod kinds;
@@ -32,7 +33,7 @@ pub use stored::{Inspection, TokenRelease};
 /// A lock client over one or more independent Redis masters. Cheap to clone.
 #[derive(Clone)]
 pub struct Client {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 /// A [`Client`] that may be gone.
@@ -73,10 +74,6 @@ impl Client {
     /// A handle that does not keep the client alive.
     pub fn downgrade(&self) -> WeakClient {
         WeakClient(Arc::downgrade(&self.inner))
-    }
-
-    pub(crate) fn inner(&self) -> &Arc<Inner> {
-        &self.inner
     }
 
     pub fn config(&self) -> &ClientConfig {
@@ -125,74 +122,19 @@ impl Client {
     /// this client's callers of the key: call it when the caller calls, so
     /// that they are served in call order.
     pub fn prepare_lock(&self, keys: Vec<String>, opts: &AcquireOptions) -> Result<Request> {
-        let request = self.prepare(keys, opts)?;
-        Ok(self.in_line(request))
+        Ok(self.prepare(keys, opts)?.in_line(&self.inner))
     }
 
     /// [`Client::prepare_lock`] of one key with options [`Client::resolve`]
     /// gave before.
     pub fn prepare_lock_key(&self, key: String, spec: AcquireSpec) -> Result<Request> {
-        let names = self.checked_names(Keys::One(key))?;
-        Ok(self.in_line(Request {
-            names,
-            spec,
-            permits: None,
-            arrival: None,
-        }))
-    }
-
-    /// A plain lock's request with its place among this client's callers of its key.
-    fn in_line(&self, mut request: Request) -> Request {
-        if let [name] = &request.names[..] {
-            let prefix = &self.inner.cfg.key_prefix;
-            let waiters = &self.inner.waiters;
-            request.arrival = Some(if prefix.is_empty() {
-                waiters.arrive(name)
-            } else {
-                waiters.arrive(&format!("{prefix}{name}"))
-            });
-        }
-        request
+        Request::lock_key(&self.inner, key, spec)
     }
 
     /// Checks keys and options without I/O, so bad input fails before anything is sent.
     pub fn prepare(&self, keys: Vec<String>, opts: &AcquireOptions) -> Result<Request> {
-        let names = self.checked_names(keys.into())?;
-        Ok(Request {
-            names,
-            spec: self.resolve(opts)?,
-            permits: None,
-            arrival: None,
-        })
-    }
-
-    /// A lock's keys, checked (and the client still open).
-    fn checked_names(&self, keys: Keys) -> Result<Keys> {
-        if self.is_closed() {
-            return Err(LockError::closed().with_key(keys.join(", ")));
-        }
-        let names = match keys {
-            Keys::One(key) => {
-                model::check_key(&key)?;
-                Keys::One(key)
-            }
-            Keys::Many(keys) => lock_keys(keys)?.into(),
-        };
-        let cfg = &self.inner.cfg;
-        for name in names.iter() {
-            model::check_not_derived(name, &cfg.key_prefix)?;
-        }
-        if self.inner.has_cluster {
-            // One script must reach every key, so they must live in one hash slot.
-            let keys = model::prefixed(&cfg.key_prefix, &names);
-            let fences: Vec<String> = if cfg.fencing {
-                keys.iter().map(|k| fence_key(k)).collect()
-            } else {
-                Vec::new()
-            };
-            keys::check_one_slot(&names, &keys, &fences)?;
-        }
-        Ok(names)
+        let names = checked_names(&self.inner, keys.into())?;
+        Ok(Request::new(names, self.resolve(opts)?))
     }
 
     /// [`Client::acquire`] for a request [`Client::prepare`] has checked.

@@ -16,10 +16,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::engine::acquire::{
-    behind_earlier_callers, plan_of, queue_up, register, timer_fired, woke, Queued, Request,
-};
+use crate::core::engine::acquire::{behind_earlier_callers, plan_of, register, Request};
 use crate::core::engine::inner::Inner;
+use crate::core::engine::line::{queue_up, timer_fired, woke, Queued};
 use crate::core::engine::lock::Lock;
 use crate::core::error::{NodeAnswer, Result};
 use crate::core::ops::acquisition::{Acquisition, Cancel, Event, Outcome, Purpose, Take, Transmit};

@@ -1,6 +1,6 @@
 //! What a client keeps between operations: its shared state and nodes
-//! (`inner.rs`), a won attempt becoming a held lock and the lines of
-//! waiting callers (`acquire.rs`, `waiters/`), the held lock (`lock.rs`: its
+//! (`inner.rs`), a request checked and a won attempt becoming a held lock
+//! (`acquire.rs`), the lines of waiting callers (`line.rs`, `waiters/`), the held lock (`lock.rs`: its
 //! handle and state) and how it ends (`ending.rs`: released, handed over,
 //! lost, lapsed; `at_quorum.rs`: a release or an extension decided at
 //! quorum), the watchdog (`watchdog.rs` schedules, `renew.rs`
@@ -13,6 +13,7 @@ pub(crate) mod at_quorum;
 pub(crate) mod ending;
 pub mod health;
 pub(crate) mod inner;
+pub(crate) mod line;
 pub mod lock;
 pub(crate) mod renew;
 pub mod semaphore;

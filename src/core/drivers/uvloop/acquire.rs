@@ -17,10 +17,9 @@ use super::{Packed, Reply};
 use crate::core::transport::uvloop::owed::Script;
 use tokio::runtime::Handle;
 
-use crate::core::engine::acquire::{
-    behind_earlier_callers, join, plan_of, register, timer_fired, woke, Queued, Request,
-};
+use crate::core::engine::acquire::{behind_earlier_callers, plan_of, register, Request};
 use crate::core::engine::inner::{Inner, Running};
+use crate::core::engine::line::{join, timer_fired, woke, Queued};
 use crate::core::engine::lock::Lock;
 use crate::core::engine::waiters::Waker;
 use crate::core::error::LockError;
@@ -444,7 +443,7 @@ mod tests {
         connecting: bool,
     ) -> FastAcquire {
         let request = c.prepare_lock(vec!["k".into()], opts).expect("a request");
-        match fast_acquire(c.inner(), request, rt.handle().clone(), connecting) {
+        match fast_acquire(&c.inner, request, rt.handle().clone(), connecting) {
             Ok(op) => op,
             Err(_) => panic!("a plain lock is driven here"),
         }
@@ -605,7 +604,7 @@ mod tests {
         assert!(matches!(op.notice(t0 + ms(1)), Step::Pending));
         assert!(op.sends().is_empty(), "no notice yet: it keeps pausing");
         let key = op.acq.plan().keys[0].clone();
-        c.inner().waiters.released(&key, "the-holder");
+        c.inner.waiters.released(&key, "the-holder");
         assert_eq!(told.load(Ordering::SeqCst), 1, "the driver is told");
         assert!(matches!(op.notice(t0 + ms(2)), Step::Pending));
         assert_eq!(
@@ -654,7 +653,7 @@ mod tests {
         );
         assert!(second.queued.is_some(), "in the line behind the first");
         let key = first.acq.plan().keys[0].clone();
-        c.inner().waiters.released(&key, "the-holder");
+        c.inner.waiters.released(&key, "the-holder");
         assert!(matches!(first.notice(t0 + ms(2)), Step::Pending));
         assert_eq!(
             purposes(&first.sends()),
@@ -685,10 +684,10 @@ mod tests {
         second.wake_with(waker);
         let key = first.acq.plan().keys[0].clone();
         // A release that frees two permits wakes two waiters, one notice each.
-        c.inner().waiters.released(&key, "holder#1");
+        c.inner.waiters.released(&key, "holder#1");
         let _ = first.notice(t0 + ms(1));
         assert_eq!(purposes(&first.sends()), [(0, Purpose::Attempt(2))]);
-        c.inner().waiters.released(&key, "holder#2");
+        c.inner.waiters.released(&key, "holder#2");
         let _ = first.notice(t0 + ms(2));
         assert!(first.sends().is_empty(), "its attempt is out already");
         assert_eq!(told.load(Ordering::SeqCst), 0, "not the second's yet");
