@@ -4,8 +4,8 @@
 //! without skipping work: a guard whose holder panicked is recovered
 //! (`into_inner`), since every structure guarded here is consistent between
 //! statements (skipping instead would, e.g., leave a lock unwatched, never
-//! renewed and never declared lost); tasks spawned detached; and memory
-//! given back after a burst.
+//! renewed and never declared lost); tasks spawned detached; an end that
+//! begins once ([`Closing`]); and memory given back after a burst.
 //!
 //! Memory back after a burst: a burst of operations (a `Promise.all`
 //! of 100,000 releases) allocates and frees many small blocks; glibc keeps
@@ -25,6 +25,7 @@ use std::sync::{
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
 
@@ -99,6 +100,39 @@ where
 }
 
 // Giving memory back.
+
+/// An end that begins once (a client's `close()`): a plain flag for the
+/// checks on every acquisition (a token's own state sits behind a mutex),
+/// and a token for what waits and must end then.
+#[derive(Default)]
+pub struct Closing {
+    begun: AtomicBool,
+    token: CancellationToken,
+}
+
+impl Closing {
+    /// It begins: [`Closing::begun`] from now on, and what waits on
+    /// [`Closing::cancelled`] ends.
+    pub fn begin(&self) {
+        self.begun.store(true, Ordering::Release);
+        self.token.cancel();
+    }
+
+    /// Whether it has begun.
+    pub fn begun(&self) -> bool {
+        self.begun.load(Ordering::Acquire)
+    }
+
+    /// Completes once it has begun.
+    pub fn cancelled(&self) -> WaitForCancellationFuture<'_> {
+        self.token.cancelled()
+    }
+
+    /// Its token, for a task that outlives this borrow.
+    pub fn token(&self) -> CancellationToken {
+        self.token.clone()
+    }
+}
 
 /// Operations in flight at once on one connection or JS thread that make a
 /// burst worth giving memory back after.
@@ -248,6 +282,19 @@ mod tests {
         assert!(later(now, Duration::MAX) > now);
         assert_eq!(ms_of(Duration::MAX), u64::MAX);
         assert_eq!(ms_of(Duration::from_millis(7)), 7);
+    }
+
+    #[test]
+    fn a_closing_begins_once_and_ends_what_waits_on_it() {
+        let closing = Closing::default();
+        let token = closing.token();
+        assert!(!closing.begun() && !token.is_cancelled());
+        closing.begin();
+        closing.begin();
+        assert!(closing.begun() && token.is_cancelled());
+        let rt = tokio::runtime::Builder::new_current_thread().build();
+        let rt = rt.expect("a runtime");
+        rt.block_on(closing.cancelled());
     }
 
     #[test]

@@ -19,8 +19,8 @@
 //!   `tokio.rs` in a task, `uvloop/` on the JS thread;
 //! - `client/`: the entry point.
 //!
-//! `error.rs`, `base.rs` (the clock, std locks, spawning, giving memory
-//! back), `tls.rs` and `broken.rs` (the fault suite's deliberately broken
+//! `error.rs`, `base.rs` (the clock, std locks, spawning, a closing latch,
+//! giving memory back), `tls.rs` and `broken.rs` (the fault suite's deliberately broken
 //! variants) are used by every layer.
 
 pub mod base;

@@ -86,7 +86,7 @@ impl Client {
 
     /// True once `close()` was called (it may still be waiting to end the held locks).
     pub fn is_closed(&self) -> bool {
-        self.inner.is_closing()
+        self.inner.closing.begun()
     }
 
     pub fn stats(&self) -> StatsSnapshot {

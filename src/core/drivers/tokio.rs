@@ -128,7 +128,7 @@ impl Driver {
                 _ = cancel.cancelled() => self.acq.cancel(Cancel::Aborted),
                 _ = self.inner.closing.cancelled() => self.acq.cancel(Cancel::Closed),
             }
-            if self.inner.ensure_accepting().is_err() {
+            if self.inner.closing.begun() {
                 self.acq.cancel(Cancel::Closed);
             }
         }
@@ -153,7 +153,7 @@ impl Driver {
                 _ = self.inner.closing.cancelled() => return self.acq.cancel(Cancel::Closed),
             }
         }
-        if self.inner.ensure_accepting().is_err() {
+        if self.inner.closing.begun() {
             return self.acq.cancel(Cancel::Closed);
         }
         let behind = behind_earlier_callers(&self.inner, self.acq.plan(), request);

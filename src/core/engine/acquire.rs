@@ -81,7 +81,7 @@ impl Request {
 
 /// A lock's `keys` on `inner`'s client, checked (and the client still open).
 pub(crate) fn checked_names(inner: &Inner, keys: Keys) -> Result<Keys> {
-    if inner.is_closing() {
+    if inner.closing.begun() {
         return Err(LockError::closed().with_key(keys.join(", ")));
     }
     let names = match keys {
@@ -258,11 +258,11 @@ pub(crate) fn register(
 /// it was being registered: it is then given back in the background
 /// (which `close()` awaits), whichever driver took it.
 pub(crate) fn unless_closed(inner: &Arc<Inner>, lock: Lock) -> Result<Lock> {
-    if let Err(closed) = inner.ensure_accepting() {
+    if inner.closing.begun() {
         inner.in_background(async move {
             let _ = lock.release().await;
         });
-        return Err(closed);
+        return Err(LockError::closed());
     }
     Ok(lock)
 }

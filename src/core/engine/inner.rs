@@ -9,9 +9,8 @@ use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 
-use crate::core::base::wait_until;
+use crate::core::base::{wait_until, Closing};
 use crate::core::config::ClientConfig;
 use crate::core::engine::health::{self, Health};
 use crate::core::engine::stats::Stats;
@@ -62,14 +61,11 @@ pub(crate) struct Inner {
     pub has_cluster: bool,
     /// `close()` ended the held locks: nothing more is sent for this client.
     pub closed: AtomicBool,
-    /// Cancelled when `close()` is called: no new acquisition or adoption is
+    /// Begun when `close()` is called: no new acquisition or adoption is
     /// taken, and one waiting for its next attempt ends with `ERR_LOCK_CLOSED`
     /// then, not at its next timer. Held locks stay held (and may be extended)
     /// until `closed`.
-    pub closing: CancellationToken,
-    /// `closing` as a plain flag, for the checks on every acquisition (a
-    /// token's state sits behind a mutex).
-    close_begun: AtomicBool,
+    pub closing: Closing,
     pub stats: Stats,
     /// Each node's health: up, or down and probed until it answers.
     pub health: Health,
@@ -121,8 +117,7 @@ impl Inner {
             has_cluster: nodes.iter().any(|n| n.is_cluster()),
             nodes,
             closed: AtomicBool::new(false),
-            closing: CancellationToken::new(),
-            close_begun: AtomicBool::new(false),
+            closing: Closing::default(),
             stats: Stats::default(),
             health: Health::new(nodes_len),
             watchdog: Watchdog::default(),
@@ -208,7 +203,7 @@ impl Inner {
     /// PING is out.
     fn probe(&self, node: usize) {
         let client = self.me.clone();
-        let closing = self.closing.clone();
+        let closing = self.closing.token();
         crate::core::base::spawn(async move {
             let mut pause = health::PROBE_FIRST;
             loop {
@@ -258,19 +253,13 @@ impl Inner {
     /// `close()` was called: no new acquisition or adoption is taken, and
     /// those waiting end (see [`Inner::closing`]).
     pub fn begin_close(&self) {
-        self.close_begun.store(true, Ordering::Release);
-        self.closing.cancel();
-    }
-
-    /// [`Inner::begin_close`] ran.
-    pub fn is_closing(&self) -> bool {
-        self.close_begun.load(Ordering::Acquire)
+        self.closing.begin();
     }
 
     /// `Err(ERR_LOCK_CLOSED)` once `close()` was called: for what takes a
     /// new lock (an acquisition, an adoption).
     pub fn ensure_accepting(&self) -> Result<()> {
-        if self.is_closing() {
+        if self.closing.begun() {
             Err(LockError::closed())
         } else {
             Ok(())

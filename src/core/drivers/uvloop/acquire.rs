@@ -41,7 +41,7 @@ pub(crate) fn fast_acquire(
     connecting: bool,
 ) -> std::result::Result<FastAcquire, Request> {
     let inner = inner.clone();
-    if inner.ensure_accepting().is_err() {
+    if inner.closing.begun() {
         return Err(request);
     }
     let mut request = request;
@@ -305,7 +305,7 @@ impl FastAcquire {
     }
 
     fn step(&mut self) -> Step {
-        if self.request.is_some() && !self.acq.is_done() && self.inner.ensure_accepting().is_err() {
+        if self.request.is_some() && !self.acq.is_done() && self.inner.closing.begun() {
             self.acq.cancel(Cancel::Closed);
         }
         let mut listen = false;
