@@ -1,19 +1,23 @@
 //! What both drivers (`drivers/tokio.rs`, `drivers/uvloop/`) share around
 //! the acquisition machine (`ops::acquisition`): the checked [`Request`] a
-//! caller hands them (its keys checked, with its place among the client's
-//! callers of the key), what the machine is given for it ([`plan_of`]),
-//! whether its first attempt waits behind earlier callers, and a won
-//! attempt becoming a held lock ([`register`]). Waiting in the key's line
-//! is `line.rs`'s; what a lock kind is lives in `model/`.
+//! caller hands them, its keys checked and its place taken in the line of
+//! its client's callers of the key ([`Arrival`]: call order, and whether an
+//! earlier caller already waits in the key's queue), what the machine is
+//! given for it ([`plan_of`]), and a won attempt becoming a held lock
+//! ([`register`]). Waiting in the key's line is `line.rs`'s, the queues and
+//! release notices `waiters/`; what a lock kind is lives in `model/`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::core::base::{later, ms_of};
+use tokio::sync::Notify;
+
+use crate::core::base::{self, later, wait_until};
 use crate::core::config::AcquireSpec;
 use crate::core::engine::inner::Inner;
+use crate::core::engine::line::{place_ms, writer_mark_ms};
 use crate::core::engine::lock::{Lock, LockState, NewLock};
-use crate::core::engine::waiters::Arrival;
+use crate::core::engine::waiters::{Waiters, Waker};
 use crate::core::error::{LockError, Result};
 use crate::core::model::keys::{self, fence_key, CHANNEL_PREFIX};
 use crate::core::model::{self, lock_keys, Keys, Kind, LockKind, Permits};
@@ -108,9 +112,6 @@ pub(crate) fn checked_names(inner: &Inner, keys: Keys) -> Result<Keys> {
     Ok(names)
 }
 
-// What the acquisition machine is given for a request on this client: its
-// [`Plan`] (nodes, keys, lease, bounds, and what an attempt takes).
-
 /// What the machine is given for `request`. Without a key prefix the
 /// names are the stored keys: they move from the request to the plan
 /// ([`Request::names_back`] returns them).
@@ -177,35 +178,6 @@ pub(crate) fn plan_of(inner: &Inner, request: &mut Request) -> Plan {
         wait_timeout: spec.wait_timeout,
     }
 }
-
-/// How long a waiting writer's mark lasts: it outlives the writer's pauses
-/// between attempts, not much more; a writer that will not wait leaves none.
-pub(crate) fn writer_mark_ms(spec: &AcquireSpec) -> u64 {
-    if spec.retry_count == Some(0) || spec.wait_timeout.is_zero() {
-        0
-    } else {
-        ms_of(spec.retry_delay + spec.retry_jitter)
-            .saturating_mul(2)
-            .max(200)
-    }
-}
-
-/// How long a waiter's place in a fair line lasts unless its next attempt
-/// renews it: a waiter pauses at most retryDelay + retryJitter between
-/// attempts, and the floor rides out a process that is not scheduled for a
-/// while (a loaded machine, a GC pause). A single attempt takes no place.
-fn place_ms(spec: &AcquireSpec) -> u64 {
-    if spec.retry_count == Some(0) || spec.wait_timeout.is_zero() {
-        return 0;
-    }
-    ms_of(spec.retry_delay + spec.retry_jitter)
-        .saturating_mul(4)
-        .max(2_000)
-}
-
-// Registering a won attempt as a held lock: the lock's state, its counters,
-// and its place in the watchdog; a lock registered as `close()` ran is
-// given back.
 
 /// A won attempt becomes a held lock of `request` on its keys, renewed by the
 /// watchdog (which this starts, so it runs within the runtime), or
@@ -276,4 +248,161 @@ pub(crate) fn behind_earlier_callers(inner: &Inner, plan: &Plan, request: &Reque
     };
     let waits = plan.notices && plan.retry_count != Some(0) && !plan.wait_timeout.is_zero();
     waits && inner.waiters.waiting_before(&plan.keys[0], arrival.seq())
+}
+
+// The callers of one client acquiring one key, in call order: each sends its
+// first attempt only once every earlier caller's first attempt was answered.
+
+/// A caller in a key's line of arrivals.
+pub(in crate::core::engine) struct Caller {
+    seq: u64,
+    /// Its first attempt was answered without taking the lock.
+    answered: bool,
+    /// Notified when its turn may have come, made once a task waits in
+    /// [`Arrival::turn`].
+    turn: Option<Arc<Notify>>,
+    /// Told when its turn may have come, besides a task waiting in [`Arrival::turn`].
+    waker: Option<Waker>,
+}
+
+/// A caller's place in the line of callers of one client acquiring one key,
+/// taken when it is called; leaving it (on drop) lets the next caller go.
+pub struct Arrival {
+    waiters: Arc<Waiters>,
+    key: Arc<str>,
+    seq: u64,
+}
+
+impl Arrival {
+    /// Its number in call order (a waiter's place in the queue follows it).
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// True when this caller may send its first attempt: every earlier
+    /// caller's first attempt was answered (or that caller is done).
+    pub fn may_go(&self) -> bool {
+        let lines = base::lock(&self.waiters.lines);
+        lines.get(&self.key).is_none_or(|line| {
+            line.iter()
+                .take_while(|c| c.seq != self.seq)
+                .all(|c| c.answered)
+        })
+    }
+
+    /// `f` on this caller in its line, unless it left it.
+    fn me<R>(&self, f: impl FnOnce(&mut Caller) -> R) -> Option<R> {
+        let mut lines = base::lock(&self.waiters.lines);
+        let line = lines.get_mut(&self.key)?;
+        line.iter_mut().find(|c| c.seq == self.seq).map(f)
+    }
+
+    /// Completes once [`Arrival::may_go`].
+    pub async fn turn(&self) {
+        // Left the line: nobody holds it back.
+        let Some(turn) = self.me(|me| me.turn.get_or_insert_with(Default::default).clone()) else {
+            return;
+        };
+        wait_until(&turn, || self.may_go()).await
+    }
+
+    /// Tells `waker` when this caller's turn may have come (it then asks
+    /// [`Arrival::may_go`]); at once if it has.
+    pub fn on_turn(&self, waker: Waker) {
+        self.me(|me| me.waker = Some(waker.clone()));
+        if self.may_go() {
+            waker();
+        }
+    }
+
+    /// This caller's first attempt was answered without taking the lock: the
+    /// next caller may send its own.
+    pub fn answered(&self) {
+        let mut lines = base::lock(&self.waiters.lines);
+        let Some(line) = lines.get_mut(&self.key) else {
+            return;
+        };
+        let Some(i) = line.iter().position(|c| c.seq == self.seq) else {
+            return;
+        };
+        if !line[i].answered {
+            line[i].answered = true;
+            wake_from(line, i + 1);
+        }
+    }
+}
+
+impl Drop for Arrival {
+    fn drop(&mut self) {
+        let mut lines = base::lock(&self.waiters.lines);
+        let Some(line) = lines.get_mut(&self.key) else {
+            return;
+        };
+        let Some(i) = line.iter().position(|c| c.seq == self.seq) else {
+            return;
+        };
+        line.remove(i);
+        if line.is_empty() {
+            lines.remove(&self.key);
+        } else {
+            wake_from(line, i);
+        }
+    }
+}
+
+/// Wakes the callers from `i` on that a change there may let go: up to the
+/// first one whose first attempt is still out (nobody behind it may go).
+fn wake_from(line: &[Caller], i: usize) {
+    for c in line.iter().skip(i) {
+        if let Some(turn) = &c.turn {
+            turn.notify_waiters();
+        }
+        if !c.answered {
+            // The first whose first attempt is still out may go now; the
+            // answered ones before it began long ago and need no wake.
+            if let Some(waker) = &c.waker {
+                waker();
+            }
+            break;
+        }
+    }
+}
+
+/// The callers of one key in call order: mostly one, kept inline. (A
+/// caller leaves by its number, found by a scan: a long line costs the same
+/// whether it shifts or not.)
+pub(in crate::core::engine) type Line = smallvec::SmallVec<[Caller; 1]>;
+
+/// The line of callers in call order, and whether an earlier caller of the
+/// client waits in a key's queue: what a caller's turn is judged by.
+impl Waiters {
+    /// Takes a place in the line of callers acquiring `key`, in call order.
+    pub fn arrive(self: &Arc<Self>, key: &str) -> Arrival {
+        let seq = self.next_arrival.fetch_add(1, Ordering::Relaxed);
+        let caller = Caller {
+            seq,
+            answered: false,
+            turn: None,
+            waker: None,
+        };
+        let mut lines = base::lock(&self.lines);
+        let key = match lines.get_key_value(key) {
+            Some((shared, _)) => shared.clone(),
+            None => Arc::from(key),
+        };
+        lines.entry(key.clone()).or_default().push(caller);
+        Arrival {
+            waiters: self.clone(),
+            key,
+            seq,
+        }
+    }
+
+    /// True when a waiter that arrived before `seq` ([`Arrival::seq`]) is
+    /// queued for `key`.
+    pub fn waiting_before(&self, key: &str, seq: u64) -> bool {
+        base::lock(&self.queues)
+            .get(key)
+            .is_some_and(|q| q.places.front().is_some_and(|p| p.seq < seq))
+    }
 }

@@ -13,6 +13,8 @@ use futures_util::future::join_all;
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 
+use crate::core::base::ms_of;
+use crate::core::config::AcquireSpec;
 use crate::core::engine::acquire::Request;
 use crate::core::engine::inner::Inner;
 use crate::core::engine::waiters::{Arrival, Place};
@@ -183,4 +185,29 @@ pub(crate) fn woke(inner: &Inner, acq: &mut Acquisition, now: Instant) {
         Some((after, fence)) => acq.handle_handoff(Handoff { after, fence }, now),
         None => acq.handle_notice(now),
     }
+}
+
+/// How long a waiting writer's mark lasts: it outlives the writer's pauses
+/// between attempts, not much more; a writer that will not wait leaves none.
+pub(crate) fn writer_mark_ms(spec: &AcquireSpec) -> u64 {
+    if spec.retry_count == Some(0) || spec.wait_timeout.is_zero() {
+        0
+    } else {
+        ms_of(spec.retry_delay + spec.retry_jitter)
+            .saturating_mul(2)
+            .max(200)
+    }
+}
+
+/// How long a waiter's place in a fair line lasts unless its next attempt
+/// renews it: a waiter pauses at most retryDelay + retryJitter between
+/// attempts, and the floor rides out a process that is not scheduled for a
+/// while (a loaded machine, a GC pause). A single attempt takes no place.
+pub(crate) fn place_ms(spec: &AcquireSpec) -> u64 {
+    if spec.retry_count == Some(0) || spec.wait_timeout.is_zero() {
+        return 0;
+    }
+    ms_of(spec.retry_delay + spec.retry_jitter)
+        .saturating_mul(4)
+        .max(2_000)
 }

@@ -19,9 +19,10 @@
 //! them without an attempt, and a retry timer that fires behind the first in line wakes the first
 //! instead: nobody of one client overtakes an earlier caller, even when a notice is lost.
 //!
-//! [`Arrival`] (below) is the line of callers in call order, `place.rs` a waiter's place in a key's
-//! queue, `handoff.rs` a fair hand-off's notice; the queues themselves, the release notices and the
-//! fair hand-offs are [`Waiters`], here.
+//! [`Arrival`] is the line of callers in call order (in `engine/acquire.rs`, beside the request
+//! that takes its place there, with the [`Waiters`] calls a caller's turn is judged by), `place.rs`
+//! a waiter's place in a key's queue, `handoff.rs` a fair hand-off's notice; the queues themselves,
+//! the release notices and the fair hand-offs are [`Waiters`], here.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -37,13 +38,14 @@ mod place;
 #[cfg(test)]
 mod tests;
 
-use crate::core::base::wait_until;
+pub use crate::core::engine::acquire::Arrival;
+use crate::core::engine::acquire::Line;
 use handoff::Handoff;
 pub use place::{Place, Waker};
 
 #[derive(Default)]
-struct Queue {
-    places: VecDeque<Arc<Place>>,
+pub(in crate::core::engine) struct Queue {
+    pub(in crate::core::engine) places: VecDeque<Arc<Place>>,
     /// The token of the last release notice, so the copies of one release
     /// that each Redlock node publishes wake one waiter, not N.
     last_token: Option<String>,
@@ -64,18 +66,13 @@ type ByKey<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 /// The waiting queues of one client, by stored key.
 #[derive(Default)]
 pub struct Waiters {
-    queues: Mutex<ByKey<String, Queue>>,
+    pub(in crate::core::engine) queues: Mutex<ByKey<String, Queue>>,
     /// The callers acquiring each key that are not done yet, in call order
     /// (the key shared with their [`Arrival`]s).
-    lines: Mutex<ByKey<Arc<str>, Line>>,
-    next_arrival: AtomicU64,
+    pub(in crate::core::engine) lines: Mutex<ByKey<Arc<str>, Line>>,
+    pub(in crate::core::engine) next_arrival: AtomicU64,
     next_id: AtomicU64,
 }
-
-/// The callers of one key in call order: mostly one, kept inline. (A
-/// caller leaves by its number, found by a scan: a long line costs the same
-/// whether it shifts or not.)
-type Line = smallvec::SmallVec<[Caller; 1]>;
 
 /// What [`Waiters::join`] did.
 pub struct Joined {
@@ -89,28 +86,6 @@ pub struct Joined {
 }
 
 impl Waiters {
-    /// Takes a place in the line of callers acquiring `key`, in call order.
-    pub fn arrive(self: &Arc<Self>, key: &str) -> Arrival {
-        let seq = self.next_arrival.fetch_add(1, Ordering::Relaxed);
-        let caller = Caller {
-            seq,
-            answered: false,
-            turn: None,
-            waker: None,
-        };
-        let mut lines = base::lock(&self.lines);
-        let key = match lines.get_key_value(key) {
-            Some((shared, _)) => shared.clone(),
-            None => Arc::from(key),
-        };
-        lines.entry(key.clone()).or_default().push(caller);
-        Arrival {
-            waiters: self.clone(),
-            key,
-            seq,
-        }
-    }
-
     /// Queues a waiter for `key` behind those already waiting.
     pub fn join(&self, key: &str) -> Joined {
         self.join_as(key, "")
@@ -175,14 +150,6 @@ impl Waiters {
             }
         }
         false
-    }
-
-    /// True when a waiter that arrived before `seq` ([`Arrival::seq`]) is
-    /// queued for `key`.
-    pub fn waiting_before(&self, key: &str, seq: u64) -> bool {
-        base::lock(&self.queues)
-            .get(key)
-            .is_some_and(|q| q.places.front().is_some_and(|p| p.seq < seq))
     }
 
     /// For a waiter whose retry timer fired: when another waiter is first in
@@ -278,132 +245,6 @@ impl Waiters {
         };
         if let Some(key) = channel.strip_prefix(CHANNEL_PREFIX) {
             self.released(key, token);
-        }
-    }
-}
-
-// The callers of one client acquiring one key, in call order: each sends its
-// first attempt only once every earlier caller's first attempt was answered.
-
-/// A caller in a key's line of arrivals.
-struct Caller {
-    seq: u64,
-    /// Its first attempt was answered without taking the lock.
-    answered: bool,
-    /// Notified when its turn may have come, made once a task waits in
-    /// [`Arrival::turn`].
-    turn: Option<Arc<Notify>>,
-    /// Told when its turn may have come, besides a task waiting in [`Arrival::turn`].
-    waker: Option<Waker>,
-}
-
-/// A caller's place in the line of callers of one client acquiring one key,
-/// taken when it is called; leaving it (on drop) lets the next caller go.
-pub struct Arrival {
-    waiters: Arc<Waiters>,
-    key: Arc<str>,
-    seq: u64,
-}
-
-impl Arrival {
-    /// Its number in call order (a waiter's place in the queue follows it).
-    pub fn seq(&self) -> u64 {
-        self.seq
-    }
-
-    /// True when this caller may send its first attempt: every earlier
-    /// caller's first attempt was answered (or that caller is done).
-    pub fn may_go(&self) -> bool {
-        let lines = base::lock(&self.waiters.lines);
-        lines.get(&self.key).is_none_or(|line| {
-            line.iter()
-                .take_while(|c| c.seq != self.seq)
-                .all(|c| c.answered)
-        })
-    }
-
-    /// Completes once [`Arrival::may_go`].
-    pub async fn turn(&self) {
-        let turn = {
-            let mut lines = base::lock(&self.waiters.lines);
-            let me = lines
-                .get_mut(&self.key)
-                .and_then(|line| line.iter_mut().find(|c| c.seq == self.seq));
-            match me {
-                Some(me) => me.turn.get_or_insert_with(Default::default).clone(),
-                // Left the line: nobody holds it back.
-                None => return,
-            }
-        };
-        wait_until(&turn, || self.may_go()).await
-    }
-
-    /// Tells `waker` when this caller's turn may have come (it then asks
-    /// [`Arrival::may_go`]); at once if it has.
-    pub fn on_turn(&self, waker: Waker) {
-        {
-            let mut lines = base::lock(&self.waiters.lines);
-            let me = lines
-                .get_mut(&self.key)
-                .and_then(|line| line.iter_mut().find(|c| c.seq == self.seq));
-            if let Some(me) = me {
-                me.waker = Some(waker.clone());
-            }
-        }
-        if self.may_go() {
-            waker();
-        }
-    }
-
-    /// This caller's first attempt was answered without taking the lock: the
-    /// next caller may send its own.
-    pub fn answered(&self) {
-        let mut lines = base::lock(&self.waiters.lines);
-        let Some(line) = lines.get_mut(&self.key) else {
-            return;
-        };
-        let Some(i) = line.iter().position(|c| c.seq == self.seq) else {
-            return;
-        };
-        if !line[i].answered {
-            line[i].answered = true;
-            wake_from(line, i + 1);
-        }
-    }
-}
-
-impl Drop for Arrival {
-    fn drop(&mut self) {
-        let mut lines = base::lock(&self.waiters.lines);
-        let Some(line) = lines.get_mut(&self.key) else {
-            return;
-        };
-        let Some(i) = line.iter().position(|c| c.seq == self.seq) else {
-            return;
-        };
-        line.remove(i);
-        if line.is_empty() {
-            lines.remove(&self.key);
-        } else {
-            wake_from(line, i);
-        }
-    }
-}
-
-/// Wakes the callers from `i` on that a change there may let go: up to the
-/// first one whose first attempt is still out (nobody behind it may go).
-fn wake_from(line: &[Caller], i: usize) {
-    for c in line.iter().skip(i) {
-        if let Some(turn) = &c.turn {
-            turn.notify_waiters();
-        }
-        if !c.answered {
-            // The first whose first attempt is still out may go now; the
-            // answered ones before it began long ago and need no wake.
-            if let Some(waker) = &c.waker {
-                waker();
-            }
-            break;
         }
     }
 }

@@ -17,7 +17,7 @@ pub type Waker = Arc<dyn Fn() + Send + Sync>;
 pub struct Place {
     pub(super) id: u64,
     /// The caller's number in call order ([`Arrival::seq`]); places are queued by it.
-    pub(super) seq: u64,
+    pub(in crate::core::engine) seq: u64,
     /// The waiter's token (fair locks: a hand-off names it); empty otherwise.
     pub(super) token: String,
     pub(super) notify: Notify,
