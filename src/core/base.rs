@@ -99,8 +99,6 @@ where
     }
 }
 
-// Giving memory back.
-
 /// An end that begins once (a client's `close()`): a plain flag for the
 /// checks on every acquisition (a token's own state sits behind a mutex),
 /// and a token for what waits and must end then.
@@ -133,6 +131,8 @@ impl Closing {
         self.token.clone()
     }
 }
+
+// Giving memory back.
 
 /// Operations in flight at once on one connection or JS thread that make a
 /// burst worth giving memory back after.

@@ -1,5 +1,6 @@
 //! What an acquisition is in between events (its phase and its state),
-//! what it reports ([`Event`]) and how it ends ([`Outcome`]).
+//! what it reports ([`Event`]), how it ends ([`Outcome`]), and what it still
+//! hears after moving on ([`Stragglers`]).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
