@@ -2,25 +2,28 @@
 //! its first attempt to its outcome: the promise, the machine
 //! (`core::drivers::uvloop::FastAcquire`), its commands on the node's connections, its
 //! alarm on the reactor's timer, and the wakes other threads queue for it
-//! (its turn, a release notice; while it waits, [`waiting`] holds it).
+//! (its turn, a release notice; while it waits, [`waiting`] holds it, and
+//! wires what wakes it on this thread). And the JS thread's own acquire of
+//! one key (`hotCalls().acquire`), which starts one.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
-use napi::bindgen_prelude::{within_runtime_if_available, PromiseRaw};
-use napi::{sys, Env};
+use napi::bindgen_prelude::{within_runtime_if_available, FromNapiValue, PromiseRaw};
+use napi::{sys, Env, JsValue};
 use smallvec::SmallVec;
 
-use super::conn::Conn;
-use super::conn::{key_of, lookup, Found, Opened};
-use super::reactor::Reactor;
+use super::conn::{key_of, lookup, Conn, FastClient, Found};
+use super::reactor::{args, invalid, number, packed, run, value_type, Reactor};
 use super::waiting;
 use crate::binding::cancel::CancelHandle;
+use crate::binding::client::settle_lock;
 use crate::binding::errors::to_napi;
 use crate::binding::lock::Taken;
 use crate::binding::lock::{finish, promise, Deferred};
+use crate::binding::options::{AcquireOptions, PACKED_LEN};
 use crate::core::drivers::uvloop;
 use crate::core::error::NodeAnswer;
 use crate::core::ops::acquisition::Purpose;
@@ -91,35 +94,84 @@ pub fn acquire<'env>(
         told: RefCell::new(None),
     });
     if let Some(handle) = cancel {
-        let weak = Rc::downgrade(&driving);
-        let tell: Rc<dyn Fn()> = Rc::new(move || {
-            if let Some(d) = weak.upgrade() {
-                d.cancel_asked.set(true);
-                d.turn();
-            }
-        });
-        handle.on_cancel(Rc::downgrade(&tell));
-        *driving.told.borrow_mut() = Some(tell);
+        driving.tell_on_cancel(handle);
     }
-    // Its connections being opened: it begins once they are.
-    for node in opening {
-        let weak = Rc::downgrade(&driving);
-        fast.when_open(
-            &driving.reactor,
-            node,
-            Box::new(move |_| {
-                if let Some(d) = weak.upgrade() {
-                    d.opening.set(d.opening.get().saturating_sub(1));
-                    if d.opening.get() == 0 {
-                        d.turn();
-                    }
-                }
-            }),
-        );
+    if !opening.is_empty() {
+        // Its connections being opened: it begins once they are.
+        driving.begin_once_open(&fast, opening);
     }
     driving.send_all(first);
     driving.rearm();
     Ok(PromiseRaw::new(raw_env, promise))
+}
+
+/// `hotCalls().acquire(client, key, options)`: see
+/// [`hot_calls`](super::entry::hot_calls).
+pub(super) unsafe extern "C" fn hot_acquire(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+) -> sys::napi_value {
+    run(env, || {
+        let [client, key, options] = unsafe { args::<3>(env, info)? };
+        let client = number(env, client, "client")?;
+        if client.fract() != 0.0 || !(0.0..9007199254740992.0).contains(&client) {
+            return Err(invalid("client", "names no client of this thread"));
+        }
+        if value_type(env, key)? != sys::ValueType::napi_string {
+            return Err(invalid("key", "must be a non-empty string"));
+        }
+        let key = unsafe { String::from_napi_value(env, key)? };
+        let options = packed(env, options)?;
+        let napi_env = Env::from_raw(env);
+        let fast = lookup(&napi_env, client as usize)
+            .map(|(_, fast)| fast)
+            .ok_or_else(|| invalid("client", "names no client of this thread"))?;
+        let spec = spec_of(&fast, options)?;
+        let request = Request::lock_key(&fast.client.inner, key, spec).map_err(to_napi)?;
+        let promise = match acquire(&napi_env, &fast.client, request, None) {
+            Ok(promise) => promise,
+            Err(request) => {
+                let client = fast.client.clone();
+                let cancel = Default::default();
+                settle_lock(&napi_env, async move {
+                    client.acquire_prepared(request, cancel).await
+                })?
+            }
+        };
+        Ok(promise.raw())
+    })
+}
+
+/// The options `packed` resolved for `fast`'s client: the last ones again
+/// when they are the same numbers.
+fn spec_of(fast: &FastClient, packed: Option<&[f64]>) -> napi::Result<core::AcquireSpec> {
+    // Packed in the wrong length: never the last ones (`from_packed` says
+    // what is wrong below).
+    let numbers: Option<[f64; PACKED_LEN]> = match packed {
+        None => Some([0.0; PACKED_LEN]),
+        Some(p) => p.try_into().ok(),
+    };
+    if let (Some(numbers), Some((last, spec))) = (&numbers, &*fast.last_spec.borrow()) {
+        if last
+            .iter()
+            .zip(numbers)
+            .all(|(a, b)| a.to_bits() == b.to_bits())
+        {
+            return Ok(*spec);
+        }
+    }
+    let options = match packed {
+        Some(p) => AcquireOptions::from_packed(p).map_err(to_napi)?,
+        None => AcquireOptions::default(),
+    };
+    let spec = options
+        .to_core()
+        .and_then(|o| fast.client.resolve(&o))
+        .map_err(to_napi)?;
+    if let Some(numbers) = numbers {
+        *fast.last_spec.borrow_mut() = Some((numbers, spec));
+    }
+    Ok(spec)
 }
 
 /// An acquisition on the JS thread: the machine, the replies that came while
@@ -134,24 +186,24 @@ pub(super) struct Driving {
     inbox: RefCell<SmallVec<[(usize, Purpose, uvloop::Reply); 1]>>,
     /// Each node's connection, as of its last command (a broken one is
     /// replaced by the client's next one; `None` until one is open).
-    conns: RefCell<SmallVec<[Option<Rc<Conn>>; 4]>>,
-    reactor: Rc<Reactor>,
-    deferred: Cell<Option<Deferred>>,
+    pub(super) conns: RefCell<SmallVec<[Option<Rc<Conn>>; 4]>>,
+    pub(super) reactor: Rc<Reactor>,
+    pub(super) deferred: Cell<Option<Deferred>>,
     env: sys::napi_env,
     /// The reactor's alarm at the machine's `poll_timeout`.
-    alarm: Cell<Option<(Instant, u64)>>,
+    pub(super) alarm: Cell<Option<(Instant, u64)>>,
     /// The caller cancelled: the machine hears it at its next turn.
-    cancel_asked: Cell<bool>,
+    pub(super) cancel_asked: Cell<bool>,
     /// Its client closes: the machine hears it at its next turn.
     pub(super) close_asked: Cell<bool>,
     /// Its place in the key's line was woken: the machine hears it at its next turn.
     pub(super) notice_asked: Cell<bool>,
     /// Its connections still being opened: at 0 the machine hears they are.
-    opening: Cell<usize>,
+    pub(super) opening: Cell<usize>,
     /// Its alarm set for this instant went off: the machine hears the time at its next turn.
-    due: Cell<Option<Instant>>,
+    pub(super) due: Cell<Option<Instant>>,
     /// What the caller's cancel handle calls (it holds it weakly).
-    told: RefCell<Option<Rc<dyn Fn()>>>,
+    pub(super) told: RefCell<Option<Rc<dyn Fn()>>>,
 }
 
 /// A command's node and purpose as the tag its reply comes back with.
@@ -194,25 +246,7 @@ impl Driving {
             let on_reply = transport::OnReply::To(self.clone(), tag(node, s.purpose));
             match self.conn(node) {
                 Found::Ready(conn) => conn.send(s.packed, deadline, on_reply),
-                Found::Opening => {
-                    let me = self.clone();
-                    let packed = s.packed;
-                    let then: Opened = Box::new(move |opened| match opened {
-                        Ok(conn) => {
-                            if let Some(slot) = me.conns.borrow_mut().get_mut(node) {
-                                *slot = Some(conn.clone());
-                            }
-                            conn.send(packed, deadline, on_reply);
-                            me.reactor.arm_for(deadline);
-                        }
-                        // Never sent: an outage to the machine, which retries.
-                        Err(why) => on_reply.call(Err(NodeAnswer::Unreachable(why.into()))),
-                    });
-                    match self.reactor.clients.borrow().get(&self.client).cloned() {
-                        Some(fast) => fast.when_open(&self.reactor, node, then),
-                        None => then(Err("the client is closed".into())),
-                    }
-                }
+                Found::Opening => self.send_once_open(node, s.packed, deadline, on_reply),
                 // An outage to the machine: it retries, by then connected again.
                 Found::Down(why) => on_reply.call(Err(NodeAnswer::Unreachable(why.into()))),
             }
@@ -240,7 +274,7 @@ impl Driving {
     /// Feeds the machine what came (its client's close, the caller's cancel,
     /// a wake, its alarm, the replies in, one at a time); the caller's
     /// promise settles on the outcome.
-    fn pump(self: &Rc<Self>) {
+    pub(super) fn pump(self: &Rc<Self>) {
         // Within the runtime, whoever calls (an abort or `close()` from JS, a
         // connection opened or refused): a won attempt's lock starts the
         // watchdog, and an undo or a give-back runs in the background.
@@ -282,15 +316,6 @@ impl Driving {
         }
     }
 
-    /// Nothing may call into JS any more: its promise is never settled, its
-    /// alarm is dropped (a reply still owed finds no promise).
-    pub(super) fn forget(&self) {
-        let _never_settled = self.deferred.take();
-        if let Some(key) = self.alarm.take() {
-            self.reactor.disarm(key);
-        }
-    }
-
     /// It waits (for its turn, in the key's line, or in a pause): it is
     /// entered in [`waiting`], where a wake queued from another thread, or
     /// its client's `close()`, finds it, and its machine gets its waker.
@@ -313,7 +338,7 @@ impl Driving {
     /// reactor's alarm armed at the instant the machine names (a pause's
     /// end, its wait ending mid-attempt), or disarmed once
     /// there is none.
-    fn rearm(self: &Rc<Self>) {
+    pub(super) fn rearm(self: &Rc<Self>) {
         self.enter_waiting();
         let Ok(op) = self.op.try_borrow() else {
             return;
@@ -333,22 +358,6 @@ impl Driving {
             let key = self.reactor.alarm(at, Box::new(move || me.alarmed(at)));
             self.alarm.set(Some(key));
         }
-    }
-
-    /// The alarm at `at` went off: the machine hears the time (a pause ends,
-    /// or the wait).
-    fn alarmed(self: &Rc<Self>, at: Instant) {
-        if self.alarm.get().is_some_and(|(t, _)| t == at) {
-            self.alarm.set(None);
-        }
-        self.due.set(Some(at));
-        self.turn();
-    }
-
-    /// Its turn: the machine hears what was asked of it, then its alarm is set anew.
-    pub(super) fn turn(self: &Rc<Self>) {
-        self.pump();
-        self.rearm();
     }
 
     fn settle(&self, step: uvloop::Step, faulted: bool) {

@@ -7,11 +7,14 @@
 //! finding none takes the tokio path. State is per JS thread (workers have
 //! their own loops).
 //!
-//! `reactor` holds a thread's loop and deadline timer, `setup` makes it and
-//! tears it down (and finds libuv's functions in the process), `conn` each client's connections at work (a node's slot,
-//! a connection's poll handle), `clients` how they are made and unmade,
-//! `acquire` an acquisition's promise and its wakes, `waiting` the
-//! acquisitions that wait, `ops` release's and extend's promises (the
+//! `reactor` holds a thread's loop and deadline timer (and reads the
+//! arguments of the thread's own calls), `setup` makes it and tears it down
+//! (and finds libuv's functions in the process), `conn` each client's
+//! connections at work (a node's slot, a connection's poll handle),
+//! `clients` how they are made and unmade, `acquire` an acquisition's
+//! promise and its wakes (and `hotCalls().acquire`, which starts one),
+//! `waiting` the acquisitions that wait and what wakes them, `entry`
+//! `hotCalls()` and its release, `ops` release's and extend's promises (the
 //! operations themselves are `core::drivers::uvloop`'s), and `runtime` tells
 //! Node's own loop from the runtimes that only mimic it.
 

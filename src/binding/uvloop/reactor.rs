@@ -6,20 +6,23 @@
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{c_int, c_void};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 use std::rc::{Rc, Weak};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use napi::bindgen_prelude::within_runtime_if_available;
-use napi::sys;
+use napi::bindgen_prelude::{within_runtime_if_available, FromNapiValue};
+use napi::{sys, JsError, Status};
 
 use super::conn::Conn;
 use super::conn::FastClient;
 use super::setup::{Handle, PollCb, TimerCb, Uv};
+use crate::binding::errors::to_napi;
 use crate::binding::lock::ById;
 use crate::binding::settle::JsQueue;
 use crate::core::transport::uvloop::Done;
+use crate::core::LockError;
 
 /// One JS thread's loop, its deadline timer and its clients' fast state.
 pub(super) struct Reactor {
@@ -296,4 +299,102 @@ impl Uv {
 /// A handle's `data` pointer: the first field of every libuv handle.
 pub unsafe fn data(h: Handle) -> *mut c_void {
     *(h as *mut *mut c_void)
+}
+
+// The arguments of the JS thread's own calls (`hotCalls()`), read straight
+// from Node-API, and their bodies run so that nothing unwinds into V8.
+
+/// Runs an entry's body: what it returns, or, thrown, what failed (a panic
+/// too, as an error, never across the boundary).
+pub(super) fn run(
+    env: sys::napi_env,
+    body: impl FnOnce() -> napi::Result<sys::napi_value>,
+) -> sys::napi_value {
+    let failed = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(value)) => return value,
+        Ok(Err(e)) => e,
+        Err(_) => napi::Error::new(Status::GenericFailure, "lockdog: internal error"),
+    };
+    unsafe { JsError::from(failed).throw_into(env) };
+    ptr::null_mut()
+}
+
+/// The call's first `N` arguments (`undefined` past those given).
+pub(super) unsafe fn args<const N: usize>(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+) -> napi::Result<[sys::napi_value; N]> {
+    let mut argc = N;
+    let mut argv = [ptr::null_mut(); N];
+    napi::check_status!(unsafe {
+        sys::napi_get_cb_info(
+            env,
+            info,
+            &mut argc,
+            argv.as_mut_ptr(),
+            ptr::null_mut(),
+            ptr::null_mut(),
+        )
+    })?;
+    Ok(argv)
+}
+
+pub(super) fn value_type(
+    env: sys::napi_env,
+    value: sys::napi_value,
+) -> napi::Result<sys::napi_valuetype> {
+    let mut kind = 0;
+    napi::check_status!(unsafe { sys::napi_typeof(env, value, &mut kind) })?;
+    Ok(kind)
+}
+
+pub(super) fn invalid(name: &str, reason: &str) -> napi::Error {
+    to_napi(LockError::invalid_value(name, reason)).into()
+}
+
+/// A number argument.
+pub(super) fn number(env: sys::napi_env, value: sys::napi_value, name: &str) -> napi::Result<f64> {
+    if value_type(env, value)? != sys::ValueType::napi_number {
+        return Err(invalid(name, "must be a number"));
+    }
+    unsafe { f64::from_napi_value(env, value) }
+}
+
+/// The packed options: `None` for `undefined` or `null`.
+pub(super) fn packed<'a>(
+    env: sys::napi_env,
+    value: sys::napi_value,
+) -> napi::Result<Option<&'a [f64]>> {
+    let kind = value_type(env, value)?;
+    if kind == sys::ValueType::napi_undefined || kind == sys::ValueType::napi_null {
+        return Ok(None);
+    }
+    let mut typed = false;
+    napi::check_status!(unsafe { sys::napi_is_typedarray(env, value, &mut typed) })?;
+    if !typed {
+        return Err(invalid("options", "must be packed in a Float64Array"));
+    }
+    let (mut kind, mut len, mut data) = (0, 0usize, ptr::null_mut());
+    let (mut buffer, mut offset) = (ptr::null_mut(), 0usize);
+    napi::check_status!(unsafe {
+        sys::napi_get_typedarray_info(
+            env,
+            value,
+            &mut kind,
+            &mut len,
+            &mut data,
+            &mut buffer,
+            &mut offset,
+        )
+    })?;
+    if kind != sys::TypedarrayType::float64_array {
+        return Err(invalid("options", "must be packed in a Float64Array"));
+    }
+    if len == 0 {
+        return Ok(Some(&[]));
+    }
+    // SAFETY: V8 keeps the array's `len` numbers at `data` for this call.
+    Ok(Some(unsafe {
+        std::slice::from_raw_parts(data.cast(), len)
+    }))
 }
