@@ -1,7 +1,7 @@
 //! The public client: it checks input, builds the nodes, prepares requests
 //! (a lock's keys are checked, and its place in call order taken, by
-//! `engine/acquire.rs`'s [`Request`], which the JS thread's entry makes
-//! itself) and closes; `kinds.rs` prepares the requests of semaphores, read-write
+//! `engine/acquire.rs`'s [`Request`], which the JS thread's own acquire of
+//! one key makes itself) and closes; `kinds.rs` prepares the requests of semaphores, read-write
 //! and fair locks, `stored.rs` looks at or clears stored lock keys. Taking a
 //! lock is `drivers/` (this client's own `acquire` runs tokio's), keeping
 //! it `engine/renew.rs`. Every operation goes to all nodes in
@@ -22,7 +22,6 @@ use crate::core::engine::inner::{EventHook, Inner};
 use crate::core::engine::lock::Lock;
 use crate::core::engine::stats::StatsSnapshot;
 use crate::core::error::{ErrorCode, LockError, Result};
-
 use crate::core::transport::tokio::Node;
 
 mod kinds;
@@ -123,12 +122,6 @@ impl Client {
     /// that they are served in call order.
     pub fn prepare_lock(&self, keys: Vec<String>, opts: &AcquireOptions) -> Result<Request> {
         Ok(self.prepare(keys, opts)?.in_line(&self.inner))
-    }
-
-    /// [`Client::prepare_lock`] of one key with options [`Client::resolve`]
-    /// gave before.
-    pub fn prepare_lock_key(&self, key: String, spec: AcquireSpec) -> Result<Request> {
-        Request::lock_key(&self.inner, key, spec)
     }
 
     /// Checks keys and options without I/O, so bad input fails before anything is sent.

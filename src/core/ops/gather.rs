@@ -233,7 +233,7 @@ impl Answers {
     pub fn start(&self, answers: &[NodeAnswer]) -> u64 {
         let mut g = base::lock(&self.0);
         g.op += 1;
-        if answers.iter().all(|a| *a == NodeAnswer::Ok) {
+        if answers.iter().all(|a| matches!(a, NodeAnswer::Ok)) {
             g.all_ok = answers.len();
             g.list = Vec::new();
         } else {

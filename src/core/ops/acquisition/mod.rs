@@ -149,8 +149,9 @@ impl Acquisition {
         Duration::from_millis(self.rng.random_range(0..=ms_of(self.plan.retry_jitter)))
     }
 
-    pub(super) fn fault(&mut self, node: usize, answer: NodeAnswer) {
+    pub(super) fn fault(&mut self, node: usize, answer: &NodeAnswer) {
         if answer.is_fault() {
+            let answer = answer.clone();
             self.events.push_back(Event::Fault { node, answer });
         }
     }
@@ -325,7 +326,7 @@ impl Acquisition {
             _ => (answers, None, None),
         };
         for (i, a) in answers.iter().enumerate() {
-            self.fault(i, a.clone());
+            self.fault(i, a);
         }
         let lease = self.plan.lease;
         let verdict = verdict(

@@ -97,7 +97,7 @@ impl Acquisition {
             {
                 out[node] = false;
                 let answer = self.plan.take.undo_answer(reply, self.plan.keys.len());
-                self.fault(node, answer);
+                self.fault(node, &answer);
                 if self.undo_landed() {
                     self.pause(now);
                 }
